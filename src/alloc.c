@@ -1,0 +1,328 @@
+/* alloc.c - the public API: rill_* entry points with their inline fast paths,
+ * and the standard C names (malloc, free, ...) that replace the C library's
+ * allocator. The fast paths touch one TLS pointer and the span, nothing else. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- which heap: the thread's own, or a locked shared one (variants) ---- */
+#if RILL_VARIANT == 0
+static inline heap_t *cur_heap(void) { return rill_tls; }
+#define LOCK(h)   ((void)0)
+#define UNLOCK(h) ((void)0)
+#else
+/* Comparison baselines built from the same sources (ar-malloc note, LKmalloc
+ * §6-7): variant 1 puts every operation under one lock; variant 2 maps
+ * threads onto NSUB locked heaps by hashing the thread id. */
+#define NSUB (RILL_VARIANT == 1 ? 1 : 8)
+static heap_t *subheap[NSUB];
+static pthread_mutex_t sublock[NSUB] = {[0 ... NSUB - 1] = PTHREAD_MUTEX_INITIALIZER};
+static _Atomic int sub_ready;
+heap_t *heap_new_variant(void) INTERNAL;
+static unsigned sub_index(void) {
+  uint64_t t = (uint64_t)pthread_self();
+  return (unsigned)(((t >> 12) * 0x9E3779B97F4A7C15ull) >> 40) % NSUB;
+}
+static COLD void sub_init(void) {
+  static _Atomic int l;
+  spin_lock(&l);
+  if (!atomic_load_explicit(&sub_ready, RLX) && rill_init()) {
+    for (unsigned i = 0; i < NSUB; i++) subheap[i] = heap_new_variant();
+    atomic_store_explicit(&sub_ready, 1, REL);
+  }
+  spin_unlock(&l);
+}
+static inline heap_t *cur_heap(void) {
+  if (unlikely(!atomic_load_explicit(&sub_ready, ACQ))) sub_init();
+  return subheap[sub_index()];
+}
+#define LOCK(h)   pthread_mutex_lock(&sublock[(h)->id % NSUB])
+#define UNLOCK(h) pthread_mutex_unlock(&sublock[(h)->id % NSUB])
+#endif
+
+/* ---- fast paths --------------------------------------------------------- */
+static NOINLINE void *malloc_slow(heap_t *h, size_t n) {
+  bool z;
+  void *p = heap_alloc_slow(h, n, 8, &z);
+  if (unlikely(!p)) errno = ENOMEM;
+  return p;
+}
+
+/* Pop the hot span's local free list: no lock, no atomic read-modify-write
+ * (Streamflow §3.1.1 "Object allocation"). */
+static inline void *malloc_fast(heap_t *h, size_t n) {
+  if (likely(n <= CLASS_MAX)) {
+    span_t *sp = h->hot[size_class(n)];
+    block_t *b = sp->free;
+    if (likely(b != NULL)) {
+      sp->free = b->next;
+      sp->used++;
+      return b;
+    }
+  }
+  return malloc_slow(h, n);
+}
+
+static COLD void free_outside(void *p, const char *fn) {
+  if (!huge_free(p)) rill_invalid(fn, p);
+}
+
+/* Push onto the span's local free list when this heap owns the span; the
+ * block index check rejects interior and never-allocated addresses. */
+static inline void free_fast(heap_t *h, void *p, const char *fn) {
+  uintptr_t off = (uintptr_t)p - rill_arena.base;
+  if (unlikely(off >= rill_arena.size)) {
+    if (p) free_outside(p, fn);
+    return;
+  }
+  span_t *sp = &rill_arena.meta[off >> SLOT_SHIFT];
+  uint32_t back = sp->back;
+  sp -= back;
+  if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
+    uint64_t bo = (off & (SLOT_SIZE - 1)) + ((uint64_t)back << SLOT_SHIFT);
+    uint64_t idx = (bo * sp->magic) >> 40;
+    if (unlikely(idx * sp->bsize != bo || idx >= atomic_load_explicit(&sp->carved, RLX)))
+      rill_invalid(fn, p);
+    block_t *b = p;
+    b->next = sp->free;
+    sp->free = b;
+    if (unlikely(--sp->used == 0) && atomic_load_explicit(&sp->where, RLX) != AT_HOT)
+      heap_span_emptied(h, sp);
+    return;
+  }
+  heap_free_slow(h, sp, p, fn);
+}
+
+/* ---- the rill_ API ------------------------------------------------------ */
+EXPORT void *rill_malloc(size_t n) {
+  heap_t *h = cur_heap();
+  LOCK(h);
+  void *p = malloc_fast(h, n);
+  UNLOCK(h);
+  return p;
+}
+
+EXPORT void rill_free(void *p) {
+  heap_t *h = cur_heap();
+  LOCK(h);
+  free_fast(h, p, "free");
+  UNLOCK(h);
+}
+
+static void free_named(void *p, const char *fn) {
+  heap_t *h = cur_heap();
+  LOCK(h);
+  free_fast(h, p, fn);
+  UNLOCK(h);
+}
+
+/* Usable size of a live block; aborts on an address rill never handed out. */
+static size_t usable(const void *p, const char *fn) {
+  span_t *sp = span_lookup(p);
+  if (sp) {
+    if (!span_block_ok(sp, (uintptr_t)p)) rill_invalid(fn, p);
+    return sp->cls == CLS_LARGE ? sp->lsize : sp->bsize;
+  }
+  size_t n = huge_usable(p);
+  if (!n) rill_invalid(fn, p);
+  return n;
+}
+
+EXPORT size_t rill_malloc_usable_size(const void *p) {
+  return p ? usable(p, "malloc_usable_size") : 0;
+}
+
+static void *alloc_general(size_t n, size_t align, bool *zeroed) {
+  heap_t *h = cur_heap();
+  LOCK(h);
+  void *p = heap_alloc_slow(h, n, align, zeroed);
+  UNLOCK(h);
+  if (unlikely(!p)) errno = ENOMEM;
+  return p;
+}
+
+static void *alloc_aligned(size_t align, size_t n) {
+  if (align <= 8 || (align <= 16 && n >= 16)) return rill_malloc(n);
+  bool z;
+  if (n > SIZE_MAX - align) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return alloc_general(n, align, &z);
+}
+
+EXPORT void *rill_calloc(size_t count, size_t size) {
+  size_t n;
+  if (unlikely(__builtin_mul_overflow(count, size, &n))) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p;
+  if (likely(n <= CLASS_MAX)) {
+    p = rill_malloc(n);
+    if (p) memset(p, 0, n);
+    return p;
+  }
+  bool zeroed;
+  p = alloc_general(n, 8, &zeroed);
+  if (p && !zeroed) memset(p, 0, n);
+  return p;
+}
+
+/* Stays in place while the new size still fits the block and does not
+ * shrink it below half; huge blocks move with mremap. */
+static void *realloc_named(void *p, size_t n, const char *fn) {
+  if (!p) return rill_malloc(n);
+  if (n == 0) { /* glibc frees and returns NULL */
+    free_named(p, fn);
+    return NULL;
+  }
+  span_t *sp = span_lookup(p);
+  size_t old;
+  if (sp) {
+    if (!span_block_ok(sp, (uintptr_t)p)) rill_invalid(fn, p);
+    if (sp->cls == CLS_LARGE) {
+      size_t room = span_bytes(sp) - sp->lobj;
+      old = sp->lsize;
+      if (n <= room && n > room / 4) {
+        size_t pg = rill_arena.page;
+        sp->lsize = (n + pg - 1) & ~(pg - 1);
+        return p;
+      }
+    } else {
+      old = sp->bsize;
+      if (n <= old && (n > old / 2 || old <= 16)) return p;
+    }
+  } else {
+    void *q;
+    if (!huge_realloc(p, n, &q)) rill_invalid(fn, p);
+    if (!q) errno = ENOMEM;
+    return q;
+  }
+  void *q = rill_malloc(n);
+  if (!q) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  free_named(p, fn);
+  return q;
+}
+
+EXPORT void *rill_realloc(void *p, size_t n) { return realloc_named(p, n, "realloc"); }
+
+EXPORT void *rill_reallocarray(void *p, size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return realloc_named(p, n, "reallocarray");
+}
+
+static inline bool pow2(size_t a) { return a && !(a & (a - 1)); }
+
+EXPORT int rill_posix_memalign(void **out, size_t align, size_t n) {
+  if (!pow2(align) || align % sizeof(void *)) return EINVAL;
+  int saved = errno;
+  void *p = alloc_aligned(align, n);
+  if (!p) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+EXPORT void *rill_aligned_alloc(size_t align, size_t n) {
+  if (!pow2(align)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return alloc_aligned(align, n);
+}
+
+/* glibc rounds a non-power-of-two alignment up to the next power of two. */
+EXPORT void *rill_memalign(size_t align, size_t n) {
+  if (align > ((size_t)1 << 62)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (!pow2(align)) {
+    size_t a = 1;
+    while (a < align) a <<= 1;
+    align = a;
+  }
+  return alloc_aligned(align, n);
+}
+
+static size_t page_size(void) {
+  if (!atomic_load_explicit(&rill_ready, ACQ)) rill_init();
+  return rill_arena.page ? rill_arena.page : 4096;
+}
+
+EXPORT void *rill_valloc(size_t n) { return alloc_aligned(page_size(), n); }
+
+EXPORT void *rill_pvalloc(size_t n) {
+  size_t pg = page_size(), r = (n + pg - 1) & ~(pg - 1);
+  if (r < n) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return alloc_aligned(pg, r ? r : pg);
+}
+
+EXPORT void rill_free_sized(void *p, size_t size) {
+  (void)size;
+  free_named(p, "free_sized");
+}
+
+EXPORT void rill_free_aligned_sized(void *p, size_t align, size_t size) {
+  (void)align;
+  (void)size;
+  free_named(p, "free_aligned_sized");
+}
+
+EXPORT size_t rill_collect(bool force) {
+  if (!atomic_load_explicit(&rill_ready, ACQ)) return 0;
+  (void)force;
+  return pool_purge();
+}
+
+/* ---- the standard names ------------------------------------------------- */
+/* Defining them here makes a preloaded or linked librill the process's
+ * allocator. RILL_NO_OVERRIDE builds keep only the rill_ names (sanitizer
+ * builds, which bring their own malloc). */
+#ifndef RILL_NO_OVERRIDE
+#define ALIAS(name) __attribute__((alias(#name), visibility("default")))
+void *malloc(size_t n) ALIAS(rill_malloc);
+void free(void *p) ALIAS(rill_free);
+void *calloc(size_t c, size_t n) ALIAS(rill_calloc);
+void *realloc(void *p, size_t n) ALIAS(rill_realloc);
+void *reallocarray(void *p, size_t c, size_t n) ALIAS(rill_reallocarray);
+int posix_memalign(void **out, size_t a, size_t n) ALIAS(rill_posix_memalign);
+void *aligned_alloc(size_t a, size_t n) ALIAS(rill_aligned_alloc);
+void *memalign(size_t a, size_t n) ALIAS(rill_memalign);
+void *valloc(size_t n) ALIAS(rill_valloc);
+void *pvalloc(size_t n) ALIAS(rill_pvalloc);
+size_t malloc_usable_size(void *p) ALIAS(rill_malloc_usable_size);
+void free_sized(void *p, size_t n) ALIAS(rill_free_sized);
+void free_aligned_sized(void *p, size_t a, size_t n) ALIAS(rill_free_aligned_sized);
+void cfree(void *p) ALIAS(rill_free);
+/* glibc's own internal names, used by parts of libc that bypass the PLT */
+void *__libc_malloc(size_t n) ALIAS(rill_malloc);
+void __libc_free(void *p) ALIAS(rill_free);
+void *__libc_calloc(size_t c, size_t n) ALIAS(rill_calloc);
+void *__libc_realloc(void *p, size_t n) ALIAS(rill_realloc);
+void *__libc_memalign(size_t a, size_t n) ALIAS(rill_memalign);
+void *__libc_valloc(size_t n) ALIAS(rill_valloc);
+void *__libc_pvalloc(size_t n) ALIAS(rill_pvalloc);
+
+int malloc_trim(size_t pad);
+EXPORT int malloc_trim(size_t pad) {
+  (void)pad;
+  return rill_collect(true) > 0;
+}
+#endif

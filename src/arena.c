@@ -1,0 +1,77 @@
+/* arena.c - virtual memory: one large reserved arena of 64 KiB slots, its
+ * span-metadata table, and the thin wrappers over mmap/madvise. The bottom
+ * layer: it knows nothing of classes or heaps. */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+arena_t rill_arena;
+_Atomic size_t rill_arena_top;
+
+void *os_map(size_t n) {
+  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void os_unmap(void *p, size_t n) { munmap(p, n); }
+
+/* Gives pages back; the range stays mapped and reads as zero afterwards. */
+void os_purge(void *p, size_t n) { madvise(p, n, MADV_DONTNEED); }
+
+/* Reserves the arena (scalloc §3.2: one mmap of a large range, paged in on
+ * demand). Spans are handed out from the bottom up, so the part in use and
+ * its page tables stay dense however sparse the live objects are. We try
+ * 1 TiB and halve until the kernel agrees (39-bit aarch64 kernels, strict
+ * overcommit). */
+bool arena_init(void) {
+  long pg = sysconf(_SC_PAGESIZE);
+  rill_arena.page = pg > 0 ? (size_t)pg : 4096;
+  cpu_set_t set;
+  unsigned ncpu = 1;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) ncpu = (unsigned)CPU_COUNT(&set);
+  if (ncpu < 1) ncpu = 1;
+  rill_arena.stripes = ncpu > MAX_STRIPES ? MAX_STRIPES : ncpu;
+
+  for (size_t size = (size_t)1 << 40; size >= ((size_t)1 << 32); size >>= 1) {
+    size_t nslots = size >> SLOT_SHIFT;
+    size_t meta_bytes = nslots * sizeof(span_t);
+    /* over-reserve by one slot so the base can be slot aligned */
+    char *raw = os_map(size + SLOT_SIZE);
+    if (!raw) continue;
+    span_t *meta = os_map(meta_bytes);
+    if (!meta) {
+      os_unmap(raw, size + SLOT_SIZE);
+      continue;
+    }
+    uintptr_t base = ((uintptr_t)raw + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
+    if (base > (uintptr_t)raw) os_unmap(raw, base - (uintptr_t)raw);
+    uintptr_t end = (uintptr_t)raw + size + SLOT_SIZE;
+    if (end > base + size) os_unmap((void *)(base + size), end - (base + size));
+    /* Small spans must not be inflated by transparent huge pages. */
+    madvise((void *)base, size, MADV_NOHUGEPAGE);
+    madvise(meta, meta_bytes, MADV_NOHUGEPAGE);
+    rill_arena.base = base;
+    rill_arena.size = size;
+    rill_arena.meta = meta;
+    rill_arena.nslots = nslots;
+    return true;
+  }
+  return false;
+}
+
+/* A never-used run of 2^order slots from the top of the arena. */
+span_t *arena_fresh(unsigned order) {
+  size_t n = (size_t)1 << order;
+  size_t first = atomic_fetch_add_explicit(&rill_arena_top, n, RLX);
+  if (first + n > rill_arena.nslots) return NULL; /* address space exhausted */
+  span_t *sp = span_of_index(first);
+  for (size_t i = 1; i < n; i++) sp[i].back = (uint32_t)i;
+  sp->order = (uint8_t)order;
+  sp->fresh = 1;
+  atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
+  return sp;
+}

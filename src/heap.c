@@ -1,0 +1,368 @@
+/* heap.c - thread heaps (Streamflow §3.1.1 "Local heaps", scalloc's LABs):
+ * per-class hot spans and reusable lists, the allocation slow path, the
+ * inbox through which other threads hand back spans, and thread exit with
+ * orphaning. Only the owner touches a heap, except its inbox. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_HEAPS   65536u
+#define INBOX_SHUT  ((uint64_t)1 << 63)
+
+span_t rill_empty_span;
+#define EMPTY_HOT {[0 ... NCLASSES - 1] = &rill_empty_span}
+heap_t rill_empty_heap = {.hot = EMPTY_HOT};
+heap_t rill_done_heap = {.hot = EMPTY_HOT};
+__thread heap_t *rill_tls = &rill_empty_heap;
+
+/* Threads whose clean-up already ran (other TLS destructors still calling
+ * malloc) share one locked heap; it is never torn down. */
+static heap_t backing = {.hot = EMPTY_HOT};
+static _Atomic int backing_lock;
+
+static heap_t *heaps;                 /* MAX_HEAPS slots, reserved at start-up */
+static _Atomic uint32_t heaps_top;
+static _Atomic uint64_t heaps_free;   /* tagged stack of recycled ids: id+1 | tag */
+
+unsigned rill_class_order(unsigned cls) INTERNAL;
+
+heap_t *heap_at(uint32_t id) { return &heaps[id]; }
+uint32_t heap_count(void) { return atomic_load_explicit(&heaps_top, ACQ); }
+
+bool heap_module_init(void) INTERNAL;
+bool heap_module_init(void) {
+  heaps = os_map(sizeof(heap_t) * MAX_HEAPS);
+  backing.stripe = 0;
+  atomic_store_explicit(&backing.live, 1, RLX);
+  return heaps != NULL;
+}
+
+static void heap_reset(heap_t *h, uint32_t id) {
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    h->hot[c] = &rill_empty_span;
+    h->list[c] = NULL;
+  }
+  h->id = id;
+  h->stripe = id % rill_arena.stripes;
+  uint64_t ib = atomic_load_explicit(&h->inbox, RLX);
+  atomic_store_explicit(&h->inbox, ib & ~INBOX_SHUT & ~(uint64_t)UINT32_MAX, REL);
+  atomic_store_explicit(&h->live, 1, REL);
+}
+
+static heap_t *heap_new(void) {
+  uint64_t old = atomic_load_explicit(&heaps_free, ACQ), nw;
+  while ((uint32_t)old) {
+    heap_t *h = &heaps[(uint32_t)old - 1];
+    nw = ((old >> 32) + 1) << 32 | h->next_free;
+    if (atomic_compare_exchange_weak_explicit(&heaps_free, &old, nw, ACQ, ACQ)) {
+      heap_reset(h, (uint32_t)old - 1);
+      return h;
+    }
+  }
+  uint32_t id = atomic_fetch_add_explicit(&heaps_top, 1, RLX);
+  if (id >= MAX_HEAPS) return NULL;
+  heap_reset(&heaps[id], id);
+  return &heaps[id];
+}
+
+static void heap_recycle(heap_t *h) {
+  atomic_store_explicit(&h->live, 0, RLX);
+  uint64_t old = atomic_load_explicit(&heaps_free, RLX), nw;
+  do {
+    h->next_free = (uint32_t)old;
+    nw = ((old >> 32) + 1) << 32 | (h->id + 1);
+  } while (!atomic_compare_exchange_weak_explicit(&heaps_free, &old, nw, REL, RLX));
+}
+
+/* ---- the owner's reusable lists ---------------------------------------- */
+static void list_push(heap_t *h, span_t *sp) {
+  sp->prev = NULL;
+  sp->next = h->list[sp->cls];
+  if (sp->next) sp->next->prev = sp;
+  h->list[sp->cls] = sp;
+  atomic_store_explicit(&sp->where, AT_LISTED, RLX);
+}
+
+static void list_unlink(heap_t *h, span_t *sp) {
+  if (sp->prev) sp->prev->next = sp->next;
+  else h->list[sp->cls] = sp->next;
+  if (sp->next) sp->next->prev = sp->prev;
+  sp->prev = sp->next = NULL;
+  atomic_store_explicit(&sp->where, AT_NONE, RLX);
+}
+
+/* ---- inbox: spans other threads hand back to this heap ----------------- */
+/* Pushed by the thread whose free moved a floating span past the reuse mark.
+ * A shut inbox (owner gone) refuses, and the span goes to the orphans. */
+static bool inbox_push(heap_t *h, span_t *sp) {
+  uint64_t old = atomic_load_explicit(&h->inbox, RLX), nw;
+  uint32_t me = (uint32_t)span_index(sp) + 1;
+  do {
+    if (old & INBOX_SHUT) return false;
+    atomic_store_explicit(&sp->link, (uint32_t)old, RLX);
+    nw = ((((old >> 32) + 1) << 32) & ~INBOX_SHUT) | me;
+  } while (!atomic_compare_exchange_weak_explicit(&h->inbox, &old, nw, REL, RLX));
+  return true;
+}
+
+void heap_queue(span_t *sp) {
+  heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
+  if (owner && inbox_push(owner, sp)) return;
+  orphan_put(sp);
+}
+
+/* Takes a queued span into this heap: its remote list becomes local. */
+static bool heap_adopt(heap_t *h, span_t *sp) {
+  uint64_t x = atomic_exchange_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), ACQ);
+  atomic_store_explicit(&sp->heap, h, RLX);
+  span_take_list(sp, x);
+  if (sp->used == 0) {
+    pool_put(sp, h->stripe);
+    return false;
+  }
+  atomic_store_explicit(&sp->attached, h, RLX);
+  return true;
+}
+
+static void inbox_drain(heap_t *h, bool shut) {
+  uint64_t old = atomic_load_explicit(&h->inbox, ACQ), nw;
+  if (!(uint32_t)old && !shut) return; /* common case: a plain load */
+  do {
+    nw = (((old >> 32) + 1) << 32) | (shut ? INBOX_SHUT : 0);
+  } while (!atomic_compare_exchange_weak_explicit(&h->inbox, &old, nw, ACQ, ACQ));
+  for (uint32_t l = (uint32_t)old; l;) {
+    span_t *sp = span_of_index(l - 1);
+    l = atomic_load_explicit(&sp->link, RLX);
+    if (heap_adopt(h, sp)) list_push(h, sp);
+  }
+}
+
+/* ---- allocation slow path ---------------------------------------------- */
+/* Detaches a full hot span (scalloc: hot -> floating). The CAS succeeds only
+ * if no remote free arrived, so a span is never floated with free blocks
+ * nobody would notice (Streamflow's orphaning CAS, §3.1.1). */
+static bool heap_retire(heap_t *h, span_t *sp) {
+  atomic_store_explicit(&sp->fused, sp->used, RLX);
+  atomic_store_explicit(&sp->attached, NULL, RLX);
+  atomic_store_explicit(&sp->where, AT_NONE, RLX);
+  uint64_t expect = XF_MAKE(ST_ATTACHED, 0, 0);
+  if (atomic_compare_exchange_strong_explicit(&sp->xf, &expect, XF_MAKE(ST_FLOATING, 0, 0), REL,
+                                              RLX)) {
+    h->hot[sp->cls] = &rill_empty_span;
+    return true;
+  }
+  atomic_store_explicit(&sp->attached, h, RLX);
+  atomic_store_explicit(&sp->where, AT_HOT, RLX);
+  span_collect(sp);
+  return false;
+}
+
+/* Next hot span for a class: this heap's reusable spans, those handed back
+ * through the inbox, orphans of dead threads, then an empty span from the
+ * pool (scalloc Listing 3, get_span). */
+static span_t *heap_next_span(heap_t *h, unsigned cls) {
+  span_t *sp = h->list[cls];
+  if (!sp) {
+    inbox_drain(h, false);
+    sp = h->list[cls];
+  }
+  if (sp) {
+    list_unlink(h, sp);
+    span_collect(sp);
+    return sp;
+  }
+  while ((sp = orphan_get(cls)) != NULL)
+    if (heap_adopt(h, sp)) return sp;
+  sp = pool_get(rill_class_order(cls), h->stripe);
+  if (sp) span_init_class(sp, cls, h);
+  return sp;
+}
+
+void *heap_alloc_class(heap_t *h, unsigned cls) {
+  span_t *sp = h->hot[cls];
+  for (;;) {
+    block_t *b = sp->free;
+    if (b) {
+      sp->free = b->next;
+      sp->used++;
+      return b;
+    }
+    if (sp != &rill_empty_span) {
+      if (span_refill(sp) || !heap_retire(h, sp)) continue;
+    }
+    sp = heap_next_span(h, cls);
+    if (!sp) return NULL;
+    h->hot[cls] = sp;
+    atomic_store_explicit(&sp->where, AT_HOT, RLX);
+  }
+}
+
+/* Any request on a set-up heap. Aligned requests pick the first class whose
+ * size is a multiple of the alignment: blocks sit at multiples of their size
+ * from a 64 KiB aligned span start, so they come out aligned. */
+static void *heap_alloc_any(heap_t *h, size_t n, size_t align, bool *zeroed) {
+  *zeroed = false;
+  size_t m = n > align ? n : align;
+  if (m <= CLASS_MAX && align <= SLOT_SIZE) {
+    unsigned c = size_class(m);
+    while (class_size(c) % align) c++;
+    return heap_alloc_class(h, c);
+  }
+  return large_alloc(h, n, align, zeroed);
+}
+
+/* First allocation of a thread: global start-up if needed, then a heap. */
+heap_t *heap_get_slow(void) {
+  if (!atomic_load_explicit(&rill_ready, ACQ) && !rill_init()) return NULL;
+  heap_t *h = heap_new();
+  if (!h) return NULL;
+  rill_tls = h;
+  void rill_thread_register(heap_t *) INTERNAL;
+  rill_thread_register(h);
+  return h;
+}
+
+void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) {
+  void *p;
+  if (h == &rill_empty_heap) {
+    h = heap_get_slow();
+    if (!h) h = &rill_done_heap;
+  }
+  if (h == &rill_done_heap) {
+    if (!atomic_load_explicit(&rill_ready, ACQ) && !rill_init()) return NULL;
+    spin_lock(&backing_lock);
+    p = heap_alloc_any(&backing, n, align, zeroed);
+    spin_unlock(&backing_lock);
+  } else {
+    p = heap_alloc_any(h, n, align, zeroed);
+  }
+  return p;
+}
+
+/* Heaps for the locked comparison variants; they live for the whole run. */
+heap_t *heap_new_variant(void) INTERNAL;
+heap_t *heap_new_variant(void) { return heap_new(); }
+
+/* ---- frees that miss the fast path ------------------------------------- */
+/* The owner's local free emptied a span it tracks: back to the pool at once
+ * (scalloc's eager return). The hot span stays, to avoid thrashing. */
+void heap_span_emptied(heap_t *h, span_t *sp) {
+  if (atomic_load_explicit(&sp->where, RLX) != AT_LISTED) return;
+  list_unlink(h, sp);
+  atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
+  pool_put(sp, h->stripe);
+}
+
+static void large_free(heap_t *h, span_t *sp, void *p, const char *fn) {
+  uint64_t old = atomic_load_explicit(&sp->xf, RLX);
+  do {
+    if (XF_STATE(old) != ST_FLOATING) rill_invalid(fn, p);
+  } while (!atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_FREE, 0, 0), ACQ,
+                                                  RLX));
+  /* Spans of 2 MiB and more give their pages back at once. */
+  if (sp->order >= 5) {
+    os_purge((void *)span_start(sp), span_bytes(sp));
+    sp->fresh = 1;
+  }
+  pool_put(sp, h->stripe);
+}
+
+/* A free whose span is not attached to this thread's heap. If the span is
+ * this heap's own floating span, one CAS re-attaches it (Streamflow moves a
+ * page block to the head of its list on an owner free); otherwise the block
+ * goes on the span's remote list. */
+void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
+  if (unlikely(!span_block_ok(sp, (uintptr_t)p))) rill_invalid(fn, p);
+  if (sp->cls == CLS_LARGE) {
+    large_free(h, sp, p, fn);
+    return;
+  }
+  if (atomic_load_explicit(&sp->heap, RLX) == h) {
+    uint64_t old = atomic_load_explicit(&sp->xf, RLX);
+    while (XF_STATE(old) == ST_FLOATING) {
+      if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_ATTACHED, 0, 0), ACQ,
+                                                RLX)) {
+        span_take_list(sp, old);
+        atomic_store_explicit(&sp->attached, h, RLX);
+        list_push(h, sp);
+        block_t *b = p;
+        b->next = sp->free;
+        sp->free = b;
+        if (--sp->used == 0) heap_span_emptied(h, sp);
+        return;
+      }
+    }
+  }
+  span_free_remote(h, sp, p);
+}
+
+/* ---- thread exit -------------------------------------------------------- */
+/* Hands a span this heap tracks to the rest of the process: pooled when
+ * empty, else floating (adopted by whoever frees its last blocks) or, when
+ * it has room, queued on the orphan stacks for any thread to adopt. */
+static void heap_release(heap_t *h, span_t *sp) {
+  span_collect(sp);
+  atomic_store_explicit(&sp->attached, NULL, RLX);
+  atomic_store_explicit(&sp->where, AT_NONE, RLX);
+  for (;;) {
+    uint32_t used = sp->used;
+    atomic_store_explicit(&sp->fused, used, RLX);
+    if (used == 0) {
+      atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
+      pool_put(sp, h->stripe);
+      return;
+    }
+    unsigned st = sp->cap - used >= span_reuse_mark(sp) ? ST_QUEUED : ST_FLOATING;
+    uint64_t expect = XF_MAKE(ST_ATTACHED, 0, 0);
+    if (atomic_compare_exchange_strong_explicit(&sp->xf, &expect, XF_MAKE(st, 0, 0), REL, RLX)) {
+      if (st == ST_QUEUED) orphan_put(sp);
+      return;
+    }
+    span_collect(sp);
+  }
+}
+
+void heap_thread_done(heap_t *h) {
+  if (h == &rill_empty_heap || h == &rill_done_heap) return;
+  rill_tls = &rill_done_heap;
+  inbox_drain(h, true);
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    if (h->hot[c] != &rill_empty_span) heap_release(h, h->hot[c]);
+    h->hot[c] = &rill_empty_span;
+    span_t *sp;
+    while ((sp = h->list[c]) != NULL) {
+      list_unlink(h, sp);
+      heap_release(h, sp);
+    }
+  }
+  heap_recycle(h);
+}
+
+/* ---- large objects: one object per span (Streamflow §3.1.2) ------------ */
+void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
+  size_t need = n + (align > SLOT_SIZE ? align - SLOT_SIZE : 0);
+  if (need > LARGE_MAX || need < n) {
+    *zeroed = true;
+    return huge_alloc(n, align);
+  }
+  unsigned order = 0;
+  while ((SLOT_SIZE << order) < need) order++;
+  span_t *sp = pool_get(order, h->stripe);
+  if (!sp) return NULL;
+  uintptr_t start = span_start(sp), obj = start;
+  if (align > SLOT_SIZE) obj = (start + align - 1) & ~(uintptr_t)(align - 1);
+  size_t pg = rill_arena.page;
+  *zeroed = sp->fresh;
+  span_init_large(sp, obj - start, (n + pg - 1) & ~(pg - 1), h);
+  return (void *)obj;
+}
+
+/* ---- fork --------------------------------------------------------------- */
+void heap_fork_prepare(void) INTERNAL;
+void heap_fork_parent(void) INTERNAL;
+void heap_fork_child(void) INTERNAL;
+void heap_fork_prepare(void) { spin_lock(&backing_lock); }
+void heap_fork_parent(void) { spin_unlock(&backing_lock); }
+void heap_fork_child(void) { atomic_store_explicit(&backing_lock, 0, RLX); }

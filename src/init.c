@@ -1,0 +1,126 @@
+/* init.c - start-up on first use, environment options, the thread-exit hook,
+ * fork handlers and fatal error messages. Nothing here may allocate through
+ * malloc or touch stdio: it all runs inside the allocator. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+options_t rill_opt;
+_Atomic int rill_ready;
+static _Atomic int init_lock;
+static _Atomic int key_state; /* 0 none, 1 being created, 2 ready */
+static pthread_key_t exit_key;
+
+bool heap_module_init(void) INTERNAL;
+void heap_fork_prepare(void) INTERNAL;
+void heap_fork_parent(void) INTERNAL;
+void heap_fork_child(void) INTERNAL;
+void rill_thread_register(heap_t *h) INTERNAL;
+void rill_stats_at_exit(void) INTERNAL;
+
+/* ---- messages without stdio --------------------------------------------- */
+void rill_fmt_hex(char *out, uintptr_t v) {
+  char tmp[17];
+  int n = 0;
+  do {
+    tmp[n++] = "0123456789abcdef"[v & 15];
+    v >>= 4;
+  } while (v);
+  out[0] = '0';
+  out[1] = 'x';
+  for (int i = 0; i < n; i++) out[2 + i] = tmp[n - 1 - i];
+  out[2 + n] = 0;
+}
+
+void rill_message(const char *a, const char *b) {
+  char buf[512];
+  size_t n = 0;
+  for (const char *s = "rill: "; *s && n < sizeof buf - 2; s++) buf[n++] = *s;
+  for (const char *s = a; s && *s && n < sizeof buf - 2; s++) buf[n++] = *s;
+  for (const char *s = b; s && *s && n < sizeof buf - 2; s++) buf[n++] = *s;
+  buf[n++] = '\n';
+  ssize_t w = write(2, buf, n);
+  (void)w;
+}
+
+/* An address rill never handed out reached free or realloc: say so and stop,
+ * as glibc does, before anything is corrupted. */
+void rill_invalid(const char *fn, const void *p) {
+  char hex[24], msg[64];
+  rill_fmt_hex(hex, (uintptr_t)p);
+  size_t n = 0;
+  for (const char *s = fn; *s && n < 40; s++) msg[n++] = *s;
+  for (const char *s = "(): invalid pointer "; *s; s++) msg[n++] = *s;
+  msg[n] = 0;
+  rill_message(msg, hex);
+  abort();
+}
+
+/* ---- options ------------------------------------------------------------ */
+/* Reads a boolean RILL_* variable; anything else than the accepted spellings
+ * draws one warning line naming them, and the default stands. */
+static bool opt_bool(const char *name, bool dflt) {
+  const char *v = getenv(name);
+  if (!v) return dflt;
+  static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
+  for (unsigned i = 0; i < 4; i++) {
+    if (!strcasecmp(v, yes[i])) return true;
+    if (!strcasecmp(v, no[i])) return false;
+  }
+  rill_message(name, dflt ? ": unrecognised value, accepted: 1/0, true/false, yes/no, on/off; "
+                            "using the default (1)"
+                          : ": unrecognised value, accepted: 1/0, true/false, yes/no, on/off; "
+                            "using the default (0)");
+  return dflt;
+}
+
+/* ---- thread exit and fork ----------------------------------------------- */
+static void thread_exit(void *v) { heap_thread_done(v); }
+
+static void fork_prepare(void) {
+  spin_lock(&init_lock);
+  heap_fork_prepare();
+  huge_fork_prepare();
+}
+static void fork_parent(void) {
+  huge_fork_parent();
+  heap_fork_parent();
+  spin_unlock(&init_lock);
+}
+static void fork_child(void) {
+  huge_fork_child();
+  heap_fork_child();
+  atomic_store_explicit(&init_lock, 0, RLX);
+}
+
+/* Global start-up, once: the arena and the heap table. The pthread key and
+ * fork handlers come later, in rill_thread_register, once this thread has a
+ * heap: pthread_atfork may itself call malloc. */
+bool rill_init(void) {
+  spin_lock(&init_lock);
+  bool ok = atomic_load_explicit(&rill_ready, RLX);
+  if (!ok) {
+    rill_opt.show_stats = opt_bool("RILL_SHOW_STATS", false);
+    ok = arena_init() && heap_module_init();
+    if (ok) atomic_store_explicit(&rill_ready, 1, REL);
+  }
+  spin_unlock(&init_lock);
+  if (!ok) rill_message("cannot reserve address space for the arena", "");
+  return ok;
+}
+
+void rill_thread_register(heap_t *h) {
+  int expect = 0;
+  if (atomic_compare_exchange_strong(&key_state, &expect, 1)) {
+    pthread_key_create(&exit_key, thread_exit);
+    atomic_store_explicit(&key_state, 2, REL);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    if (rill_opt.show_stats) atexit(rill_stats_at_exit);
+  }
+  while (atomic_load_explicit(&key_state, ACQ) != 2) sched_yield();
+  pthread_setspecific(exit_key, h);
+}

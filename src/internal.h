@@ -1,0 +1,227 @@
+/* internal.h - rill's shared internal types: size classes, span metadata,
+ * thread heaps, the arena, and the declarations each layer offers the one
+ * above it (alloc -> heap -> span -> pool -> arena/os). */
+#ifndef RILL_INTERNAL_H
+#define RILL_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rill.h"
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define INTERNAL    __attribute__((visibility("hidden")))
+#define NOINLINE    __attribute__((noinline))
+#define COLD        __attribute__((cold, noinline))
+#define RLX         memory_order_relaxed
+#define ACQ         memory_order_acquire
+#define REL         memory_order_release
+#define ACQREL      memory_order_acq_rel
+
+#ifndef RILL_VARIANT
+#define RILL_VARIANT 0 /* 0 = thread-local heaps, 1 = global lock, 2 = hashed sub-heaps */
+#endif
+
+/* ---- geometry ---------------------------------------------------------- */
+/* The arena is cut into 64 KiB slots. A span is a run of 2^order slots;
+ * small classes use one slot. 64 KiB covers 4, 16 and 64 KiB kernel pages. */
+#define SLOT_SHIFT  16
+#define SLOT_SIZE   ((size_t)1 << SLOT_SHIFT)
+#define MAX_ORDER   9 /* 512 slots = 32 MiB: the largest span */
+#define NORDERS     (MAX_ORDER + 1)
+#define LARGE_MAX   (SLOT_SIZE << MAX_ORDER)
+#define MAX_STRIPES 64
+
+/* ---- size classes ------------------------------------------------------ */
+/* 8, then 16..128 step 16, then four classes per power of two up to 256 KiB:
+ * no class wastes more than 25% of a request over 64 bytes. */
+#define NCLASSES  53
+#define CLASS_MAX ((size_t)256 * 1024)
+#define CLS_LARGE 255
+
+extern const uint8_t rill_small_cls[129] INTERNAL;
+
+static inline unsigned size_class(size_t n) {
+  if (n <= 1024) return rill_small_cls[(n + 7) >> 3];
+  unsigned k = 63 - (unsigned)__builtin_clzl(n - 1); /* 2^k < n <= 2^(k+1) */
+  unsigned s = (unsigned)((n - 1) >> (k - 2)) & 3;
+  return 9 + (k - 7) * 4 + s;
+}
+static inline size_t class_size(unsigned c) {
+  if (c <= 8) return c == 0 ? 8 : (size_t)c << 4;
+  unsigned k = 7 + (c - 9) / 4, s = (c - 9) % 4;
+  return (size_t)(5 + s) << (k - 2);
+}
+
+/* ---- spans ------------------------------------------------------------- */
+typedef struct block {
+  struct block *next;
+} block_t;
+
+struct heap;
+
+/* Remote-free word (scalloc §5 "Remote f-list encoding", Streamflow §3.1.1
+ * `remotely_freed`): head block index + 1 (32 bits), count of blocks on the
+ * list (30 bits), span state (2 bits). One CAS pushes a block and can move
+ * the span to a new state in the same instruction. */
+enum { ST_ATTACHED = 0, ST_FLOATING = 1, ST_QUEUED = 2, ST_FREE = 3 };
+#define XF_HEAD(x)        ((uint32_t)(x))
+#define XF_COUNT(x)       ((uint32_t)((x) >> 32) & 0x3fffffffu)
+#define XF_STATE(x)       ((unsigned)((x) >> 62))
+#define XF_MAKE(st, n, h) (((uint64_t)(st) << 62) | ((uint64_t)(n) << 32) | (uint64_t)(h))
+
+/* Where an attached span sits, from its owner's point of view. */
+enum { AT_NONE = 0, AT_HOT = 1, AT_LISTED = 2 };
+
+/* Span metadata lives outside the span, in a table indexed by slot
+ * (Streamflow's BIBOP table, §3.1.1): objects stay headerless and a purged
+ * span keeps its metadata. Line one is the owner's; line two is shared. */
+typedef struct span {
+  block_t *free;                  /* local LIFO free list (owner only) */
+  _Atomic(struct heap *) attached; /* heap whose fast path may touch this span */
+  uint32_t used;                  /* blocks out, incl. remote frees not yet collected */
+  _Atomic uint32_t carved;        /* blocks ever cut from the span (bump) */
+  uint32_t cap;                   /* blocks that fit */
+  uint32_t bsize;                 /* block size; 0 = not a block span */
+  uint64_t magic;                 /* ceil(2^40 / bsize): exact division of offsets */
+  uint32_t back;                  /* interior slot: distance to the span's head slot */
+  uint8_t cls;                    /* size class or CLS_LARGE */
+  uint8_t order;                  /* span = 2^order slots */
+  _Atomic uint8_t where;          /* AT_* (owner's view; read by statistics) */
+  uint8_t fresh;                  /* memory known to be zero (never used, or purged) */
+  struct span *prev, *next;       /* owner's reusable list */
+  /* --- second cache line: written by other threads --- */
+  _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
+  _Atomic uint32_t link;            /* next span index + 1 in a lock-free stack */
+  _Atomic uint32_t fused;           /* `used`, frozen when the owner let the span go */
+  uint32_t lobj;                    /* large object: offset of the object in the span */
+  size_t lsize;                     /* large object: usable size */
+  _Atomic(struct heap *) heap;      /* owning heap (scalloc's LAB), kept while floating */
+} span_t;
+
+_Static_assert(sizeof(span_t) == 128, "span metadata is two cache lines");
+
+/* ---- arena (arena.c) --------------------------------------------------- */
+typedef struct arena {
+  uintptr_t base;  /* first slot */
+  size_t size;     /* bytes reserved */
+  span_t *meta;    /* one span_t per slot */
+  size_t nslots;
+  size_t page;     /* kernel page size, read at start-up */
+  unsigned stripes;
+} arena_t;
+
+extern arena_t rill_arena INTERNAL;
+extern _Atomic size_t rill_arena_top INTERNAL; /* slots handed out so far */
+
+static inline span_t *span_of_index(size_t i) { return &rill_arena.meta[i]; }
+static inline size_t span_index(const span_t *sp) { return (size_t)(sp - rill_arena.meta); }
+static inline uintptr_t span_start(const span_t *sp) {
+  return rill_arena.base + (span_index(sp) << SLOT_SHIFT);
+}
+static inline size_t span_bytes(const span_t *sp) { return SLOT_SIZE << sp->order; }
+
+bool arena_init(void) INTERNAL;
+span_t *arena_fresh(unsigned order) INTERNAL;
+void os_purge(void *p, size_t n) INTERNAL;
+void *os_map(size_t n) INTERNAL;
+void os_unmap(void *p, size_t n) INTERNAL;
+
+/* ---- span pool (pool.c): scalloc §3.3 ----------------------------------- */
+span_t *pool_get(unsigned order, unsigned stripe) INTERNAL;
+void pool_put(span_t *sp, unsigned stripe) INTERNAL;
+size_t pool_purge(void) INTERNAL;
+void orphan_put(span_t *sp) INTERNAL;
+span_t *orphan_get(unsigned cls) INTERNAL;
+size_t pool_count(unsigned order) INTERNAL;
+
+/* tagged Treiber stack of spans: head = index + 1 (32 bits) | tag (32 bits) */
+typedef _Atomic uint64_t span_stack_t;
+void stack_push(span_stack_t *st, span_t *sp) INTERNAL;
+span_t *stack_pop(span_stack_t *st) INTERNAL;
+
+/* ---- spans (span.c) ----------------------------------------------------- */
+void span_init_class(span_t *sp, unsigned cls, struct heap *h) INTERNAL;
+void span_init_large(span_t *sp, size_t lobj, size_t size, struct heap *h) INTERNAL;
+bool span_refill(span_t *sp) INTERNAL;
+uint32_t span_collect(span_t *sp) INTERNAL;
+void span_take_list(span_t *sp, uint64_t x) INTERNAL;
+bool span_block_ok(const span_t *sp, uintptr_t p) INTERNAL;
+span_t *span_lookup(const void *p) INTERNAL;
+void span_free_remote(struct heap *h, span_t *sp, block_t *b) INTERNAL;
+uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
+
+/* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
+typedef struct heap {
+  span_t *hot[NCLASSES];      /* allocation span per class (scalloc: hot) */
+  span_t *list[NCLASSES];     /* partly free spans this heap tracks (reusable) */
+  _Atomic uint64_t inbox;     /* spans queued back by other threads; bit 63 = closed */
+  uint32_t id;
+  uint32_t stripe;            /* span-pool stripe used by this heap */
+  _Atomic uint32_t live;      /* 1 while a thread owns this heap */
+  uint32_t next_free;         /* heap free list link (id + 1) */
+  _Atomic uint64_t remote_frees;
+  _Atomic uint64_t huge_allocs;
+} heap_t;
+
+extern heap_t rill_empty_heap INTERNAL; /* never initialized: first call sets up */
+extern heap_t rill_done_heap INTERNAL;  /* thread already cleaned up */
+extern span_t rill_empty_span INTERNAL; /* hot[] sentinel with no free blocks */
+extern __thread heap_t *rill_tls INTERNAL __attribute__((tls_model("initial-exec")));
+
+void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
+void *heap_alloc_class(heap_t *h, unsigned cls) INTERNAL;
+void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) INTERNAL;
+void heap_span_emptied(heap_t *h, span_t *sp) INTERNAL;
+void heap_queue(span_t *sp) INTERNAL;
+heap_t *heap_get_slow(void) INTERNAL;
+void heap_thread_done(heap_t *h) INTERNAL;
+heap_t *heap_at(uint32_t id) INTERNAL;
+uint32_t heap_count(void) INTERNAL;
+void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
+
+/* ---- huge objects (huge.c) --------------------------------------------- */
+void *huge_alloc(size_t n, size_t align) INTERNAL;
+bool huge_free(void *p) INTERNAL;
+size_t huge_usable(const void *p) INTERNAL;
+bool huge_realloc(void *p, size_t n, void **out) INTERNAL;
+uint64_t huge_bytes(void) INTERNAL;
+void huge_fork_prepare(void) INTERNAL;
+void huge_fork_parent(void) INTERNAL;
+void huge_fork_child(void) INTERNAL;
+
+/* ---- start-up, options, errors (init.c) -------------------------------- */
+typedef struct options {
+  bool show_stats;
+} options_t;
+extern options_t rill_opt INTERNAL;
+extern _Atomic int rill_ready INTERNAL;
+bool rill_init(void) INTERNAL;
+COLD void rill_invalid(const char *fn, const void *p) INTERNAL __attribute__((noreturn));
+void rill_message(const char *a, const char *b) INTERNAL;
+void rill_fmt_hex(char *out, uintptr_t v) INTERNAL;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+int sched_yield(void);
+/* spin lock for rare paths (start-up, huge registry); yields when a holder
+ * was preempted, since benchmarks run more threads than cores */
+static inline void spin_lock(_Atomic int *l) {
+  for (unsigned spins = 0; atomic_exchange_explicit(l, 1, ACQ); spins++) {
+    while (atomic_load_explicit(l, RLX)) {
+      if (++spins > 64) sched_yield();
+      else cpu_relax();
+    }
+  }
+}
+static inline void spin_unlock(_Atomic int *l) { atomic_store_explicit(l, 0, REL); }
+
+#endif

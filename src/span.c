@@ -1,0 +1,171 @@
+/* span.c - spans and size classes: formatting a span for a class, cutting
+ * never-used blocks, taking back remote frees, validating block addresses,
+ * and the lock-free remote-free protocol with its state changes
+ * (scalloc §3.4 and §5, Streamflow §3.1.1). */
+#include "internal.h"
+
+/* (n + 7) / 8 -> class, for n <= 1024 (generated from size_class's closed form) */
+const uint8_t rill_small_cls[129] = {
+    0, 0, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 9, 9, 10, 10, 10,
+    10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14,
+    14, 15, 15, 15, 15, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17,
+    17, 17, 17, 17, 17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18,
+    18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 20, 20, 20, 20, 20, 20, 20,
+    20, 20, 20, 20, 20, 20, 20, 20, 20};
+
+/* Order of the span that serves a class: one slot up to 8 KiB blocks, else
+ * the smallest power of two holding at least eight blocks. */
+static unsigned class_order(unsigned cls) {
+  size_t sz = class_size(cls), o = 0;
+  while ((SLOT_SIZE << o) < 8 * sz) o++;
+  return (unsigned)o;
+}
+
+static uint64_t magic_of(size_t bsize) { return (((uint64_t)1 << 40) + bsize - 1) / bsize; }
+
+unsigned rill_class_order(unsigned cls) INTERNAL;
+unsigned rill_class_order(unsigned cls) { return class_order(cls); }
+
+void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
+  size_t bs = class_size(cls);
+  sp->free = NULL;
+  sp->cls = (uint8_t)cls;
+  sp->bsize = (uint32_t)bs;
+  sp->magic = magic_of(bs);
+  sp->cap = (uint32_t)(span_bytes(sp) / bs);
+  sp->prev = sp->next = NULL;
+  sp->fresh = 0;
+  sp->used = 0;
+  atomic_store_explicit(&sp->carved, 0, RLX);
+  atomic_store_explicit(&sp->heap, h, RLX);
+  atomic_store_explicit(&sp->attached, h, RLX);
+  atomic_store_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), REL);
+}
+
+/* A large object owns its whole span; the span floats from birth, so any
+ * thread's free returns it straight to the pool. */
+void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
+  sp->free = NULL;
+  sp->cls = CLS_LARGE;
+  sp->bsize = (uint32_t)(span_bytes(sp) > UINT32_MAX ? UINT32_MAX : span_bytes(sp));
+  sp->magic = 0;
+  sp->cap = 1;
+  sp->lobj = (uint32_t)lobj;
+  sp->lsize = size;
+  sp->fresh = 0;
+  sp->used = 1;
+  atomic_store_explicit(&sp->fused, 1, RLX);
+  atomic_store_explicit(&sp->carved, 1, RLX);
+  atomic_store_explicit(&sp->heap, h, RLX);
+  atomic_store_explicit(&sp->attached, NULL, RLX);
+  atomic_store_explicit(&sp->where, AT_NONE, RLX);
+  atomic_store_explicit(&sp->xf, XF_MAKE(ST_FLOATING, 0, 0), REL);
+}
+
+static inline block_t *block_at(const span_t *sp, uint32_t idx) {
+  return (block_t *)(span_start(sp) + (size_t)idx * sp->bsize);
+}
+
+/* Cuts up to a page of never-used blocks, in address order, so consecutive
+ * allocations in a fresh span are adjacent (Streamflow's `unallocated`). */
+static bool span_carve(span_t *sp) {
+  uint32_t c = atomic_load_explicit(&sp->carved, RLX);
+  if (c >= sp->cap) return false;
+  uint32_t n = (uint32_t)(rill_arena.page / sp->bsize);
+  if (n < 1) n = 1;
+  if (n > sp->cap - c) n = sp->cap - c;
+  char *first = (char *)block_at(sp, c);
+  char *p = first;
+  for (uint32_t i = 1; i < n; i++, p += sp->bsize) ((block_t *)p)->next = (block_t *)(p + sp->bsize);
+  ((block_t *)p)->next = sp->free;
+  sp->free = (block_t *)first;
+  atomic_store_explicit(&sp->carved, c + n, REL);
+  return true;
+}
+
+/* Makes a remote list the owner's: appends the local list behind it. */
+void span_take_list(span_t *sp, uint64_t x) {
+  uint32_t n = XF_COUNT(x), head = XF_HEAD(x);
+  if (!head) return;
+  block_t *first = block_at(sp, head - 1), *last = first;
+  while (last->next) last = last->next;
+  last->next = sp->free;
+  sp->free = first;
+  sp->used -= n;
+}
+
+/* Collects remote frees of an attached span with one exchange; a plain load
+ * first keeps the common "nothing there" case free of atomics. */
+uint32_t span_collect(span_t *sp) {
+  if (atomic_load_explicit(&sp->xf, RLX) == XF_MAKE(ST_ATTACHED, 0, 0)) return 0;
+  uint64_t x = atomic_exchange_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), ACQ);
+  span_take_list(sp, x);
+  return XF_COUNT(x);
+}
+
+/* Refills the local free list of the hot span: never-used space first,
+ * then remote frees (the order the core issue asks for). */
+bool span_refill(span_t *sp) { return span_carve(sp) || span_collect(sp) > 0; }
+
+/* Free blocks needed before a floating span is worth reusing (scalloc's
+ * reusability threshold; Hoard's emptiness fraction f = 1/4, §3.1). */
+uint32_t span_reuse_mark(const span_t *sp) {
+  uint32_t m = sp->cap / 4;
+  return m ? m : 1;
+}
+
+/* Is p the start of a block this span handed out? Division by the block
+ * size is a multiply by its reciprocal, exact for offsets below 2^21. */
+bool span_block_ok(const span_t *sp, uintptr_t p) {
+  uint32_t bs = sp->bsize;
+  if (!bs) return false;
+  uintptr_t start = span_start(sp);
+  if (p < start) return false;
+  uintptr_t off = p - start;
+  if (sp->cls == CLS_LARGE) return off == sp->lobj;
+  uint64_t idx = ((uint64_t)off * sp->magic) >> 40;
+  return idx * bs == off && idx < atomic_load_explicit(&sp->carved, ACQ);
+}
+
+/* Span owning an arena address, or NULL for addresses outside the arena. */
+span_t *span_lookup(const void *p) {
+  uintptr_t off = (uintptr_t)p - rill_arena.base;
+  if (off >= rill_arena.size) return NULL;
+  span_t *sp = span_of_index(off >> SLOT_SHIFT);
+  return sp - sp->back;
+}
+
+/* A free into a span this thread's heap does not have attached: one CAS
+ * pushes the block (Streamflow §3.1.1 remote deallocation). When the span is
+ * floating, the same CAS may also change its state (scalloc Listing 3,
+ * lines 112-122): the last free of all takes the span back to the pool at
+ * once (eager return); crossing the reuse mark queues it for its owner. */
+void span_free_remote(heap_t *h, span_t *sp, block_t *b) {
+  uint32_t idx = (uint32_t)(((uint64_t)((uintptr_t)b - span_start(sp)) * sp->magic) >> 40);
+  uint64_t old = atomic_load_explicit(&sp->xf, RLX), nw;
+  unsigned st;
+  for (;;) {
+    st = XF_STATE(old);
+    if (unlikely(st == ST_FREE)) rill_invalid("free", b); /* double free */
+    uint32_t n = XF_COUNT(old) + 1;
+    b->next = XF_HEAD(old) ? block_at(sp, XF_HEAD(old) - 1) : NULL;
+    unsigned nst = st;
+    if (st == ST_FLOATING) {
+      uint32_t used = atomic_load_explicit(&sp->fused, RLX);
+      if (n >= used) nst = ST_FREE;
+      else if (sp->cap - used + n >= span_reuse_mark(sp)) nst = ST_QUEUED;
+    }
+    nw = XF_MAKE(nst, n, idx + 1);
+    if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, nw, ACQREL, RLX)) {
+      st = nst;
+      if (XF_STATE(old) == st) st = 4; /* no state change: nothing more to do */
+      break;
+    }
+  }
+  atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + 1, RLX);
+  if (st == ST_FREE) {
+    pool_put(sp, h->stripe);
+  } else if (st == ST_QUEUED) {
+    heap_queue(sp);
+  }
+}
