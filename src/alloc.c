@@ -86,10 +86,12 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
   if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
     uint64_t bo = (off & (SLOT_SIZE - 1)) + ((uint64_t)back << SLOT_SHIFT);
     uint64_t idx = (bo * sp->magic) >> 40;
-    if (unlikely(idx * sp->bsize != bo || idx >= atomic_load_explicit(&sp->carved, RLX)))
+    block_t *b = p, *head = sp->free;
+    /* the head test catches the common double free (glibc's "fasttop") */
+    if (unlikely(idx * sp->bsize != bo || idx >= atomic_load_explicit(&sp->carved, RLX) ||
+                 b == head))
       rill_invalid(fn, p);
-    block_t *b = p;
-    b->next = sp->free;
+    b->next = head;
     sp->free = b;
     if (unlikely(--sp->used == 0) && atomic_load_explicit(&sp->where, RLX) != AT_HOT)
       heap_span_emptied(h, sp);
@@ -287,7 +289,7 @@ EXPORT void rill_free_aligned_sized(void *p, size_t align, size_t size) {
 
 EXPORT size_t rill_collect(bool force) {
   if (!atomic_load_explicit(&rill_ready, ACQ)) return 0;
-  (void)force;
+  if (force) heap_collect(rill_tls);
   return pool_purge();
 }
 

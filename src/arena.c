@@ -3,6 +3,7 @@
  * layer: it knows nothing of classes or heaps. */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -21,6 +22,21 @@ void os_unmap(void *p, size_t n) { munmap(p, n); }
 
 /* Gives pages back; the range stays mapped and reads as zero afterwards. */
 void os_purge(void *p, size_t n) { madvise(p, n, MADV_DONTNEED); }
+
+/* Timed purging may use MADV_FREE: cheaper, but pages leave RSS only under
+ * memory pressure, and their contents are no longer known to be zero. */
+void os_purge_lazy(void *p, size_t n) {
+#ifdef MADV_FREE
+  if (rill_opt.purge_free && madvise(p, n, MADV_FREE) == 0) return;
+#endif
+  madvise(p, n, MADV_DONTNEED);
+}
+
+uint64_t os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 /* Reserves the arena (scalloc §3.2: one mmap of a large range, paged in on
  * demand). Spans are handed out from the bottom up, so the part in use and

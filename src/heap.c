@@ -261,12 +261,7 @@ static void large_free(heap_t *h, span_t *sp, void *p, const char *fn) {
     if (XF_STATE(old) != ST_FLOATING) rill_invalid(fn, p);
   } while (!atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_FREE, 0, 0), ACQ,
                                                   RLX));
-  /* Spans of 2 MiB and more give their pages back at once. */
-  if (sp->order >= 5) {
-    os_purge((void *)span_start(sp), span_bytes(sp));
-    sp->fresh = 1;
-  }
-  pool_put(sp, h->stripe);
+  pool_put(sp, h->stripe); /* its pages go back after the purge delay */
 }
 
 /* A free whose span is not attached to this thread's heap. If the span is
@@ -321,6 +316,32 @@ static void heap_release(heap_t *h, span_t *sp) {
       return;
     }
     span_collect(sp);
+  }
+}
+
+/* rill_collect(true): the calling thread also lets go of spans it holds
+ * empty, hot ones included. */
+void heap_collect(heap_t *h) {
+  if (h == &rill_empty_heap || h == &rill_done_heap) return;
+  inbox_drain(h, false);
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    span_t *sp = h->hot[c];
+    if (sp != &rill_empty_span) {
+      span_collect(sp);
+      if (sp->used == 0) {
+        h->hot[c] = &rill_empty_span;
+        pool_put(sp, h->stripe);
+      }
+    }
+    for (sp = h->list[c]; sp;) {
+      span_t *next = sp->next;
+      span_collect(sp);
+      if (sp->used == 0) {
+        list_unlink(h, sp);
+        pool_put(sp, h->stripe);
+      }
+      sp = next;
+    }
   }
 }
 

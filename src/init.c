@@ -36,6 +36,15 @@ void rill_fmt_hex(char *out, uintptr_t v) {
   out[2 + n] = 0;
 }
 
+void rill_fmt_dec(char *out, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do tmp[n++] = (char)('0' + v % 10);
+  while ((v /= 10) != 0);
+  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  out[n] = 0;
+}
+
 void rill_message(const char *a, const char *b) {
   char buf[512];
   size_t n = 0;
@@ -78,6 +87,38 @@ static bool opt_bool(const char *name, bool dflt) {
   return dflt;
 }
 
+/* Reads a whole number within [lo, hi]; otherwise warns and keeps dflt. */
+static uint32_t opt_uint(const char *name, uint32_t dflt, uint32_t lo, uint32_t hi) {
+  const char *v = getenv(name);
+  if (!v) return dflt;
+  uint64_t n = 0;
+  const char *s = v;
+  while (*s >= '0' && *s <= '9' && n <= hi) n = n * 10 + (uint64_t)(*s++ - '0');
+  if (s != v && !*s && n >= lo && n <= hi) return (uint32_t)n;
+  char lo_s[24], hi_s[24], d_s[24], msg[160];
+  rill_fmt_dec(lo_s, lo);
+  rill_fmt_dec(hi_s, hi);
+  rill_fmt_dec(d_s, dflt);
+  size_t k = 0;
+  const char *parts[] = {": unrecognised value, accepted: a whole number from ", lo_s, " to ", hi_s,
+                         "; using the default (", d_s, ")"};
+  for (unsigned i = 0; i < 7; i++)
+    for (const char *c = parts[i]; *c && k < sizeof msg - 1; c++) msg[k++] = *c;
+  msg[k] = 0;
+  rill_message(name, msg);
+  return dflt;
+}
+
+/* Reads one of a list of words; otherwise warns and keeps choice 0. */
+static unsigned opt_word(const char *name, const char *const *words, unsigned n, const char *msg) {
+  const char *v = getenv(name);
+  if (!v) return 0;
+  for (unsigned i = 0; i < n; i++)
+    if (!strcasecmp(v, words[i])) return i;
+  rill_message(name, msg);
+  return 0;
+}
+
 /* ---- thread exit and fork ----------------------------------------------- */
 static void thread_exit(void *v) { heap_thread_done(v); }
 
@@ -105,6 +146,12 @@ bool rill_init(void) {
   bool ok = atomic_load_explicit(&rill_ready, RLX);
   if (!ok) {
     rill_opt.show_stats = opt_bool("RILL_SHOW_STATS", false);
+    rill_opt.hugepages = opt_bool("RILL_HUGEPAGES", false);
+    rill_opt.purge_delay = opt_uint("RILL_PURGE_DELAY_MS", 1000, 0, 3600000);
+    static const char *const advice[] = {"dontneed", "free"};
+    rill_opt.purge_free = opt_word("RILL_PURGE", advice, 2,
+                                   ": unrecognised value, accepted: dontneed, free; "
+                                   "using the default (dontneed)") == 1;
     ok = arena_init() && heap_module_init();
     if (ok) atomic_store_explicit(&rill_ready, 1, REL);
   }

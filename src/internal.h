@@ -99,6 +99,7 @@ typedef struct span {
   _Atomic uint32_t fused;           /* `used`, frozen when the owner let the span go */
   uint32_t lobj;                    /* large object: offset of the object in the span */
   size_t lsize;                     /* large object: usable size */
+  uint32_t stamp;                   /* pooled: when it went in (ms, for delayed purging) */
   _Atomic(struct heap *) heap;      /* owning heap (scalloc's LAB), kept while floating */
 } span_t;
 
@@ -127,6 +128,8 @@ static inline size_t span_bytes(const span_t *sp) { return SLOT_SIZE << sp->orde
 bool arena_init(void) INTERNAL;
 span_t *arena_fresh(unsigned order) INTERNAL;
 void os_purge(void *p, size_t n) INTERNAL;
+void os_purge_lazy(void *p, size_t n) INTERNAL;
+uint64_t os_now_ms(void) INTERNAL;
 void *os_map(size_t n) INTERNAL;
 void os_unmap(void *p, size_t n) INTERNAL;
 
@@ -134,6 +137,7 @@ void os_unmap(void *p, size_t n) INTERNAL;
 span_t *pool_get(unsigned order, unsigned stripe) INTERNAL;
 void pool_put(span_t *sp, unsigned stripe) INTERNAL;
 size_t pool_purge(void) INTERNAL;
+uint64_t pool_purged_bytes(void) INTERNAL;
 void orphan_put(span_t *sp) INTERNAL;
 span_t *orphan_get(unsigned cls) INTERNAL;
 size_t pool_count(unsigned order) INTERNAL;
@@ -179,6 +183,7 @@ void heap_span_emptied(heap_t *h, span_t *sp) INTERNAL;
 void heap_queue(span_t *sp) INTERNAL;
 heap_t *heap_get_slow(void) INTERNAL;
 void heap_thread_done(heap_t *h) INTERNAL;
+void heap_collect(heap_t *h) INTERNAL;
 heap_t *heap_at(uint32_t id) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
@@ -196,6 +201,9 @@ void huge_fork_child(void) INTERNAL;
 /* ---- start-up, options, errors (init.c) -------------------------------- */
 typedef struct options {
   bool show_stats;
+  bool purge_free;      /* RILL_PURGE=free: MADV_FREE instead of MADV_DONTNEED */
+  bool hugepages;       /* RILL_HUGEPAGES=1 */
+  uint32_t purge_delay; /* RILL_PURGE_DELAY_MS */
 } options_t;
 extern options_t rill_opt INTERNAL;
 extern _Atomic int rill_ready INTERNAL;
@@ -203,6 +211,7 @@ bool rill_init(void) INTERNAL;
 COLD void rill_invalid(const char *fn, const void *p) INTERNAL __attribute__((noreturn));
 void rill_message(const char *a, const char *b) INTERNAL;
 void rill_fmt_hex(char *out, uintptr_t v) INTERNAL;
+void rill_fmt_dec(char *out, uint64_t v) INTERNAL;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -46,6 +46,83 @@ static span_t *chain_next(span_t *sp) {
   return l ? span_of_index(l - 1) : NULL;
 }
 
+/* ---- purging (scalloc §3.3 madvise, made lazy and batched) ------------- */
+/* Empty spans keep their pages for RILL_PURGE_DELAY_MS, so a program that
+ * frees and reallocates spans in a loop makes no system calls. Whichever
+ * thread passes a due time first runs one pass over the pool; it madvises
+ * the spans that have waited long enough, merging neighbours into one call. */
+static void orphan_sweep(void);
+static _Atomic uint64_t purge_due;
+static _Atomic uint64_t purged_bytes;
+
+#define BATCH 128
+typedef struct batch {
+  span_t *sp[BATCH];
+  unsigned n;
+  size_t bytes;
+  bool lazy;
+} batch_t;
+
+static int by_index(const void *a, const void *b) {
+  const span_t *x = *(span_t *const *)a, *y = *(span_t *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+void qsort(void *, size_t, size_t, int (*)(const void *, const void *));
+
+static void batch_flush(batch_t *b, span_stack_t *home) {
+  if (!b->n) return;
+  qsort(b->sp, b->n, sizeof b->sp[0], by_index);
+  for (unsigned i = 0; i < b->n;) {
+    uintptr_t start = span_start(b->sp[i]), end = start + span_bytes(b->sp[i]);
+    unsigned j = i + 1;
+    while (j < b->n && span_start(b->sp[j]) == end) end += span_bytes(b->sp[j++]);
+    if (b->lazy) os_purge_lazy((void *)start, end - start);
+    else os_purge((void *)start, end - start);
+    b->bytes += end - start;
+    i = j;
+  }
+  for (unsigned i = 0; i < b->n; i++) {
+    if (!b->lazy || !rill_opt.purge_free) b->sp[i]->fresh = 1;
+    b->sp[i]->stamp = UINT32_MAX; /* purged: nothing left to give back */
+    stack_push(home, b->sp[i]);
+  }
+  b->n = 0;
+}
+
+/* Purges pooled spans that entered the pool at or before `cutoff` ms. */
+static size_t purge_pass(uint32_t cutoff, bool lazy) {
+  batch_t b = {.n = 0, .bytes = 0, .lazy = lazy};
+  for (unsigned o = 0; o < NORDERS; o++)
+    for (unsigned s = 0; s < rill_arena.stripes; s++) {
+      span_stack_t *st = &pool[o][s];
+      for (span_t *sp = stack_take_all(st); sp;) {
+        span_t *next = chain_next(sp);
+        if (sp->fresh || sp->stamp == UINT32_MAX || (int32_t)(sp->stamp - cutoff) > 0) {
+          stack_push(st, sp);
+        } else {
+          b.sp[b.n++] = sp;
+          if (b.n == BATCH) batch_flush(&b, st);
+        }
+        sp = next;
+      }
+      batch_flush(&b, st);
+    }
+  atomic_fetch_add_explicit(&purged_bytes, b.bytes, RLX);
+  return b.bytes;
+}
+
+static void purge_maybe(uint64_t now) {
+  uint64_t due = atomic_load_explicit(&purge_due, RLX);
+  if (now < due) return;
+  uint32_t d = rill_opt.purge_delay, step = d / 4 > 10 ? d / 4 : 10;
+  if (!atomic_compare_exchange_strong_explicit(&purge_due, &due, now + step, RLX, RLX)) return;
+  orphan_sweep();
+  purge_pass((uint32_t)(now - d), true);
+}
+
+uint64_t pool_purged_bytes(void) { return atomic_load_explicit(&purged_bytes, RLX); }
+
 /* Empty span of 2^order slots: the caller's stripe first (locality, scalloc
  * Listing 1 line 31), then any stripe, then fresh address space. */
 span_t *pool_get(unsigned order, unsigned stripe) {
@@ -53,37 +130,44 @@ span_t *pool_get(unsigned order, unsigned stripe) {
   for (unsigned i = 1; !sp && i < rill_arena.stripes; i++)
     sp = stack_pop(&pool[order][(stripe + i) % rill_arena.stripes]);
   if (!sp) sp = arena_fresh(order);
+  purge_maybe(os_now_ms());
   return sp;
 }
 
 void pool_put(span_t *sp, unsigned stripe) {
+  uint64_t now = os_now_ms();
   sp->bsize = 0; /* frees into a pooled span are now invalid */
+  sp->stamp = sp->fresh ? UINT32_MAX : (uint32_t)now;
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   stack_push(&pool[sp->order][stripe % rill_arena.stripes], sp);
+  purge_maybe(now);
 }
 
-/* Gives back the pages of every pooled span now (rill_collect, malloc_trim).
- * Each stack is taken whole, purged, and pushed back; spans another thread
- * pops meanwhile are simply not seen. */
-size_t pool_purge(void) {
-  size_t bytes = 0;
-  for (unsigned o = 0; o < NORDERS; o++)
-    for (unsigned s = 0; s < rill_arena.stripes; s++) {
-      span_t *sp = stack_take_all(&pool[o][s]);
-      while (sp) {
-        span_t *next = chain_next(sp);
-        if (!sp->fresh) {
-          os_purge((void *)span_start(sp), span_bytes(sp));
-          bytes += span_bytes(sp);
-          sp->fresh = 1;
-        }
-        stack_push(&pool[o][s], sp);
-        sp = next;
-      }
+/* Orphans whose last blocks were freed while they sat on an orphan stack
+ * cannot be unlinked by the freeing thread; a sweep pools them. */
+static void orphan_sweep(void) {
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    span_t *sp = stack_take_all(&orphans[c]);
+    while (sp) {
+      span_t *next = chain_next(sp);
+      uint64_t x = atomic_load_explicit(&sp->xf, ACQ);
+      if (XF_COUNT(x) >= atomic_load_explicit(&sp->fused, RLX) &&
+          atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
+        pool_put(sp, 0);
+      else
+        stack_push(&orphans[c], sp);
+      sp = next;
     }
-  return bytes;
+  }
+}
+
+/* rill_collect and malloc_trim: every pooled span, now, with MADV_DONTNEED
+ * so the pages leave RSS at once. Spans popped meanwhile are not seen. */
+size_t pool_purge(void) {
+  orphan_sweep();
+  return purge_pass((uint32_t)os_now_ms() + 1, false);
 }
 
 size_t pool_count(unsigned order) {

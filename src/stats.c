@@ -41,6 +41,7 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
       s.threads += atomic_load_explicit(&h->live, RLX);
     }
     s.huge_bytes = huge_bytes();
+    s.bytes_purged = pool_purged_bytes();
     s.bytes_in_use += s.huge_bytes;
   }
   *out = s;
