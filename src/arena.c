@@ -67,8 +67,12 @@ bool arena_init(void) {
     if (base > (uintptr_t)raw) os_unmap(raw, base - (uintptr_t)raw);
     uintptr_t end = (uintptr_t)raw + size + SLOT_SIZE;
     if (end > base + size) os_unmap((void *)(base + size), end - (base + size));
-    /* Small spans must not be inflated by transparent huge pages. */
+    /* Small spans must not be inflated by transparent huge pages. With
+     * RILL_HUGEPAGES=1 (Streamflow §3.2 superpages) only the arena beyond
+     * its first HUGE_START bytes asks for them, so small programs, which
+     * never reach it, do not balloon. */
     madvise((void *)base, size, MADV_NOHUGEPAGE);
+    if (rill_opt.hugepages) madvise((void *)(base + HUGE_START), size - HUGE_START, MADV_HUGEPAGE);
     madvise(meta, meta_bytes, MADV_NOHUGEPAGE);
     rill_arena.base = base;
     rill_arena.size = size;

@@ -34,6 +34,8 @@
 #define NORDERS     (MAX_ORDER + 1)
 #define LARGE_MAX   (SLOT_SIZE << MAX_ORDER)
 #define MAX_STRIPES 64
+#define HUGE_PAGE   ((size_t)2 << 20)
+#define HUGE_START  ((size_t)32 << 20) /* RILL_HUGEPAGES: arena offset where THP begins */
 
 /* ---- size classes ------------------------------------------------------ */
 /* 8, then 16..128 step 16, then four classes per power of two up to 256 KiB:
@@ -160,7 +162,7 @@ uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
 typedef struct heap {
-  span_t *hot[NCLASSES];      /* allocation span per class (scalloc: hot) */
+  _Alignas(64) span_t *hot[NCLASSES];      /* allocation span per class (scalloc: hot) */
   span_t *list[NCLASSES];     /* partly free spans this heap tracks (reusable) */
   _Atomic uint64_t inbox;     /* spans queued back by other threads; bit 63 = closed */
   uint32_t id;

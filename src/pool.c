@@ -4,8 +4,12 @@
  * §3.1.1 "Thread termination"). No locks anywhere in this file. */
 #include "internal.h"
 
-static span_stack_t pool[NORDERS][MAX_STRIPES];
-static span_stack_t orphans[NCLASSES];
+/* one cache line per head, so stripes do not false-share */
+typedef struct {
+  _Alignas(64) span_stack_t top;
+} padded_stack_t;
+static padded_stack_t pool[NORDERS][MAX_STRIPES];
+static padded_stack_t orphans[NCLASSES];
 
 /* Heads carry a 32-bit tag bumped on every change, so a pop that read a
  * stale `link` fails its CAS instead of corrupting the stack (ABA). */
@@ -77,16 +81,26 @@ static void batch_flush(batch_t *b, span_stack_t *home) {
     uintptr_t start = span_start(b->sp[i]), end = start + span_bytes(b->sp[i]);
     unsigned j = i + 1;
     while (j < b->n && span_start(b->sp[j]) == end) end += span_bytes(b->sp[j++]);
-    if (b->lazy) os_purge_lazy((void *)start, end - start);
-    else os_purge((void *)start, end - start);
-    b->bytes += end - start;
+    uintptr_t ps = start, pe = end;
+    if (b->lazy && rill_opt.hugepages && end > rill_arena.base + HUGE_START) {
+      /* timed purging never splits a huge page: only whole ones go */
+      ps = (start + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+      pe = end & ~(uintptr_t)(HUGE_PAGE - 1);
+    }
+    if (pe > ps) {
+      if (b->lazy) os_purge_lazy((void *)ps, pe - ps);
+      else os_purge((void *)ps, pe - ps);
+      b->bytes += pe - ps;
+    }
+    for (unsigned k = i; k < j; k++) {
+      span_t *sp = b->sp[k];
+      if (span_start(sp) < ps || span_start(sp) + span_bytes(sp) > pe) continue; /* kept */
+      if (!b->lazy || !rill_opt.purge_free) sp->fresh = 1;
+      sp->stamp = UINT32_MAX; /* purged: nothing left to give back */
+    }
     i = j;
   }
-  for (unsigned i = 0; i < b->n; i++) {
-    if (!b->lazy || !rill_opt.purge_free) b->sp[i]->fresh = 1;
-    b->sp[i]->stamp = UINT32_MAX; /* purged: nothing left to give back */
-    stack_push(home, b->sp[i]);
-  }
+  for (unsigned i = 0; i < b->n; i++) stack_push(home, b->sp[i]);
   b->n = 0;
 }
 
@@ -95,7 +109,7 @@ static size_t purge_pass(uint32_t cutoff, bool lazy) {
   batch_t b = {.n = 0, .bytes = 0, .lazy = lazy};
   for (unsigned o = 0; o < NORDERS; o++)
     for (unsigned s = 0; s < rill_arena.stripes; s++) {
-      span_stack_t *st = &pool[o][s];
+      span_stack_t *st = &pool[o][s].top;
       for (span_t *sp = stack_take_all(st); sp;) {
         span_t *next = chain_next(sp);
         if (sp->fresh || sp->stamp == UINT32_MAX || (int32_t)(sp->stamp - cutoff) > 0) {
@@ -126,9 +140,9 @@ uint64_t pool_purged_bytes(void) { return atomic_load_explicit(&purged_bytes, RL
 /* Empty span of 2^order slots: the caller's stripe first (locality, scalloc
  * Listing 1 line 31), then any stripe, then fresh address space. */
 span_t *pool_get(unsigned order, unsigned stripe) {
-  span_t *sp = stack_pop(&pool[order][stripe]);
+  span_t *sp = stack_pop(&pool[order][stripe].top);
   for (unsigned i = 1; !sp && i < rill_arena.stripes; i++)
-    sp = stack_pop(&pool[order][(stripe + i) % rill_arena.stripes]);
+    sp = stack_pop(&pool[order][(stripe + i) % rill_arena.stripes].top);
   if (!sp) sp = arena_fresh(order);
   purge_maybe(os_now_ms());
   return sp;
@@ -141,7 +155,7 @@ void pool_put(span_t *sp, unsigned stripe) {
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
-  stack_push(&pool[sp->order][stripe % rill_arena.stripes], sp);
+  stack_push(&pool[sp->order][stripe % rill_arena.stripes].top, sp);
   purge_maybe(now);
 }
 
@@ -149,7 +163,7 @@ void pool_put(span_t *sp, unsigned stripe) {
  * cannot be unlinked by the freeing thread; a sweep pools them. */
 static void orphan_sweep(void) {
   for (unsigned c = 0; c < NCLASSES; c++) {
-    span_t *sp = stack_take_all(&orphans[c]);
+    span_t *sp = stack_take_all(&orphans[c].top);
     while (sp) {
       span_t *next = chain_next(sp);
       uint64_t x = atomic_load_explicit(&sp->xf, ACQ);
@@ -157,7 +171,7 @@ static void orphan_sweep(void) {
           atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
         pool_put(sp, 0);
       else
-        stack_push(&orphans[c], sp);
+        stack_push(&orphans[c].top, sp);
       sp = next;
     }
   }
@@ -173,7 +187,7 @@ size_t pool_purge(void) {
 size_t pool_count(unsigned order) {
   size_t n = 0;
   for (unsigned s = 0; s < rill_arena.stripes; s++) {
-    uint64_t h = atomic_load_explicit(&pool[order][s], ACQ);
+    uint64_t h = atomic_load_explicit(&pool[order][s].top, ACQ);
     /* approximate: walks a chain that may change under us; bounded */
     for (uint32_t l = (uint32_t)h; l && n < rill_arena.nslots; n++)
       l = atomic_load_explicit(&span_of_index(l - 1)->link, RLX);
@@ -181,6 +195,6 @@ size_t pool_count(unsigned order) {
   return n;
 }
 
-void orphan_put(span_t *sp) { stack_push(&orphans[sp->cls], sp); }
+void orphan_put(span_t *sp) { stack_push(&orphans[sp->cls].top, sp); }
 
-span_t *orphan_get(unsigned cls) { return stack_pop(&orphans[cls]); }
+span_t *orphan_get(unsigned cls) { return stack_pop(&orphans[cls].top); }
