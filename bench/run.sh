@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds rill and the benchmarks, then runs the comparison driver (run.py).
+#
+#   bench/run.sh [--quick|--full] [--only name,...] [--allocators a,b] [run.py options]
+#   bench/run.sh --bench-only ...   build just the benchmarks (peers and glibc only)
+#
+# Environment: RILL_BUILD_DIR (default: build), RILL_BUILD_JOBS (default: 2).
+# Exit status: run.py's (0 = the suite ran; see run.py), or 4 if the project
+# did not build (the benchmarks are then built and run on their own anyway).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+build="${RILL_BUILD_DIR:-$repo/build}"
+jobs="${RILL_BUILD_JOBS:-2}"
+venv="$here/.venv"
+
+bench_only=0
+args=()
+for arg in "$@"; do
+  case "$arg" in
+    --bench-only) bench_only=1 ;;
+    -h|--help)
+      sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      echo
+      exec python3 "$here/run.py" --help ;;
+    *) args+=("$arg") ;;
+  esac
+done
+
+# 1. Python with matplotlib for the charts, in bench/.venv. Without it the
+#    suite still runs; run.py then skips the charts.
+python="python3"
+if [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >/dev/null 2>&1; then
+  python="$venv/bin/python"
+  if ! "$python" -c 'import matplotlib' >/dev/null 2>&1; then
+    echo "== installing matplotlib into bench/.venv"
+    "$python" -m pip install --quiet --disable-pip-version-check matplotlib ||
+      echo "warning: could not install matplotlib; charts will be skipped" >&2
+  fi
+else
+  echo "warning: could not create bench/.venv; charts will be skipped" >&2
+fi
+
+# 2. Build. The top-level project builds librill*.so and, through
+#    add_subdirectory(bench), the bench_* programs into build/bench.
+build_failed=0
+bench_dir="$build/bench"
+if [ "$bench_only" = 0 ]; then
+  echo "== building the project in ${build#"$repo"/}"
+  if ! { cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release &&
+         cmake --build "$build" -j"$jobs"; }; then
+    echo "error: the project did not build; measuring the other allocators only" >&2
+    build_failed=1
+  fi
+fi
+if [ "$bench_only" = 1 ] || [ "$build_failed" = 1 ]; then
+  bench_dir="$build/bench-only"
+  echo "== building the benchmarks alone in ${bench_dir#"$repo"/}"
+  cmake -S "$here" -B "$bench_dir" -DCMAKE_BUILD_TYPE=Release
+  cmake --build "$bench_dir" -j"$jobs"
+fi
+
+# 3. Run.
+if [ "$build_failed" = 1 ]; then
+  args+=(--no-rill "the project did not build")
+fi
+status=0
+"$python" "$here/run.py" --build-dir "$build" --bench-dir "$bench_dir" ${args[@]+"${args[@]}"} ||
+  status=$?
+if [ "$status" = 0 ] && [ "$build_failed" = 1 ]; then
+  echo "error: the suite ran, but the project failed to build" >&2
+  status=4
+fi
+exit "$status"
