@@ -55,7 +55,7 @@ static heap_t *heap_new(void) {
   uint64_t old = atomic_load_explicit(&heaps_free, ACQ), nw;
   while ((uint32_t)old) {
     heap_t *h = &heaps[(uint32_t)old - 1];
-    nw = ((old >> 32) + 1) << 32 | h->next_free;
+    nw = ((old >> 32) + 1) << 32 | atomic_load_explicit(&h->next_free, RLX);
     if (atomic_compare_exchange_weak_explicit(&heaps_free, &old, nw, ACQ, ACQ)) {
       heap_reset(h, (uint32_t)old - 1);
       return h;
@@ -71,7 +71,7 @@ static void heap_recycle(heap_t *h) {
   atomic_store_explicit(&h->live, 0, RLX);
   uint64_t old = atomic_load_explicit(&heaps_free, RLX), nw;
   do {
-    h->next_free = (uint32_t)old;
+    atomic_store_explicit(&h->next_free, (uint32_t)old, RLX);
     nw = ((old >> 32) + 1) << 32 | (h->id + 1);
   } while (!atomic_compare_exchange_weak_explicit(&heaps_free, &old, nw, REL, RLX));
 }

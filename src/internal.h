@@ -168,7 +168,7 @@ typedef struct heap {
   uint32_t id;
   uint32_t stripe;            /* span-pool stripe used by this heap */
   _Atomic uint32_t live;      /* 1 while a thread owns this heap */
-  uint32_t next_free;         /* heap free list link (id + 1) */
+  _Atomic uint32_t next_free; /* heap free list link (id + 1) */
   _Atomic uint64_t remote_frees;
   _Atomic uint64_t huge_allocs;
 } heap_t;
