@@ -87,9 +87,12 @@ static bool span_carve(span_t *sp) {
 void span_take_list(span_t *sp, uint64_t x) {
   uint32_t n = XF_COUNT(x), head = XF_HEAD(x);
   if (!head) return;
-  block_t *first = block_at(sp, head - 1), *last = first;
-  while (last->next) last = last->next;
-  last->next = sp->free;
+  block_t *first = block_at(sp, head - 1);
+  if (sp->free) { /* rare: append the local list behind the remote one */
+    block_t *last = first;
+    while (last->next) last = last->next;
+    last->next = sp->free;
+  }
   sp->free = first;
   sp->used -= n;
 }
