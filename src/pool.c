@@ -67,16 +67,20 @@ typedef struct batch {
   bool lazy;
 } batch_t;
 
-static int by_index(const void *a, const void *b) {
-  const span_t *x = *(span_t *const *)a, *y = *(span_t *const *)b;
-  return x < y ? -1 : x > y;
+/* Insertion sort by address: qsort may call malloc, which must not happen
+ * inside the allocator (the locked variants would deadlock on themselves). */
+static void sort_spans(span_t **v, unsigned n) {
+  for (unsigned i = 1; i < n; i++) {
+    span_t *x = v[i];
+    unsigned j = i;
+    for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+    v[j] = x;
+  }
 }
-
-void qsort(void *, size_t, size_t, int (*)(const void *, const void *));
 
 static void batch_flush(batch_t *b, span_stack_t *home) {
   if (!b->n) return;
-  qsort(b->sp, b->n, sizeof b->sp[0], by_index);
+  sort_spans(b->sp, b->n);
   for (unsigned i = 0; i < b->n;) {
     uintptr_t start = span_start(b->sp[i]), end = start + span_bytes(b->sp[i]);
     unsigned j = i + 1;
