@@ -6,7 +6,11 @@ LD_PRELOAD. Each run is started through bench_launch, which reports the run's
 wait4 resource usage (wall, user and sys time, peak RSS, faults; see launch.c
 for why not os.wait4 here), and the program's own RESULT line supplies its
 metric. Results go to bench/results/<timestamp>/: results.json, summary.md,
-charts, and a copy in bench/results/latest/.
+charts, and a copy in bench/results/latest/. Besides the suite (--quick,
+--full) there are three single-purpose modes: --soak SECONDS (the soak
+benchmark alone, with its RSS-over-time chart), --hugepages (sizes and
+locality with RILL_HUGEPAGES=0 and =1) and --syscalls (bench_churn under
+strace).
 
 Exit status: 0 if the suite ran (peers may have failed), 1 if rill or the C
 library's allocator failed a run (the latter means a benchmark is broken),
@@ -48,6 +52,7 @@ class Allocator:
     lib: Optional[Path] = None  # library to preload; None for the C library's
     package: str = ""  # Debian package that provides a peer
     note: str = ""  # why it is unavailable, if it is
+    env: dict = field(default_factory=dict)  # environment set for the benchmark only
 
     @property
     def available(self) -> bool:
@@ -66,8 +71,15 @@ PEERS = [
     ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
     ("tbbmalloc", "libtbbmalloc_proxy.so.2", "libtbbmalloc2"),
 ]
+# rill's default library with an option set: name, library file, environment. They are
+# not in the default lists; --hugepages and --syscalls use them, --allocators accepts them.
+RILL_OPTION_VARIANTS = [
+    ("rill-thp", "librill.so", {"RILL_HUGEPAGES": "1"}),
+    ("rill-purge0", "librill.so", {"RILL_PURGE_DELAY_MS": "0"}),
+]
 ALL_ALLOCATORS = [n for n, _ in RILL_LIBS] + ["glibc"] + [n for n, _, _ in PEERS]
 QUICK_ALLOCATORS = ["rill", "glibc"] + [n for n, _, _ in PEERS]
+KNOWN_ALLOCATORS = ALL_ALLOCATORS + [n for n, _, _ in RILL_OPTION_VARIANTS]
 
 
 def multiarch() -> str:
@@ -94,6 +106,12 @@ def discover_allocators(build_dir: Path) -> dict[str, Allocator]:
     for name, fname in RILL_LIBS:
         lib = build_dir / fname
         a = Allocator(name, "rill", lib=lib)
+        if not lib.is_file():
+            a.note = f"{rel(lib)} not built yet (build the project first)"
+        found[name] = a
+    for name, fname, env in RILL_OPTION_VARIANTS:
+        lib = build_dir / fname
+        a = Allocator(name, "rill", lib=lib, env=dict(env))
         if not lib.is_file():
             a.note = f"{rel(lib)} not built yet (build the project first)"
         found[name] = a
@@ -132,6 +150,10 @@ class Spec:
     threads: Optional[list[int]] = None  # fixed thread counts (None: the mode's)
     points: list[tuple[str, list[str]]] = field(default_factory=list)  # sweep: label, args
     xlabel: str = "threads"
+    modes: tuple = ("quick", "full")  # modes that run it; any spec runs when --only names it
+    reps: Optional[int] = None  # fixed repetitions (None: the mode's)
+    timeout: Optional[float] = None  # seconds before a run is killed (None: the mode's)
+    geomean: bool = True  # part of the geometric means (not for memory-growth checks)
 
 
 def size_label(n: int) -> str:
@@ -149,10 +171,25 @@ def size_points(exponents) -> list[tuple[str, list[str]]]:
     return pts
 
 
+# Seconds per soak run. Full mode: 8 allocators x 5 thread counts x 10 s = about 7 min; with
+# mstress and mleak (about 1 min together) the full suite grows by under 10 minutes.
+SOAK_SECONDS = {"quick": 2.0, "full": 10.0}
+
+
+def soak_spec(seconds: float, interval_ms: int, threads: Optional[list[int]],
+              modes=("quick", "full")) -> Spec:
+    return Spec("soak", "soak", ["-d", f"{seconds:g}", "-i", str(interval_ms)],
+                "LKmalloc sec. 3-4, 7", threads=threads, modes=modes, reps=1,
+                timeout=seconds * 1.5 + 60)
+
+
 def suite(mode: str, sweep_threads: int) -> list[Spec]:
     """The benchmarks and their parameters per mode. Full runs take from a tenth
     of a second to about a second each on one thread; quick ones, tens of
-    milliseconds (enough to show that every combination works)."""
+    milliseconds (enough to show that every combination works). The soak runs
+    for a fixed time (one repetition); mstress and mleak, memory-growth checks,
+    run in full mode (or when --only names them) at one thread count; churn only
+    when named (--syscalls runs it under strace)."""
     q = mode == "quick"
     pick = (lambda quick, full: quick) if q else (lambda quick, full: full)
     return [
@@ -190,6 +227,16 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
              points=[(f"{p}%", ["-l", str(p)])
                      for p in ((0, 50, 100) if q else (0, 20, 40, 60, 80, 100))],
              xlabel="share of nodes in lists (allocation order)"),
+        soak_spec(SOAK_SECONDS[mode], 50 if q else 100, [2] if q else None),
+        Spec("mstress", "mstress", ["-r", pick("8", "30"), "-n", "50000", "-l", "2000",
+                                    "-p", "10"],
+             "LKmalloc sec. 4 (thread independence, stability)", threads=[8], modes=("full",),
+             reps=1, timeout=60, geomean=False),
+        Spec("mleak", "mleak", ["-r", pick("4000", "10000"), "-n", "200", "-p", "5"],
+             "LKmalloc sec. 4 (thread independence, stability)", threads=[4], modes=("full",),
+             reps=1, timeout=60, geomean=False),
+        Spec("churn", "churn", ["-n", pick("4000", "100000")], "scalloc sec. 3.3, 7.7",
+             threads=[1], modes=(), reps=1, timeout=300),
     ]
 
 
@@ -214,20 +261,38 @@ class Outcome:
     error: str = ""
     voluntary_switches: Optional[int] = None
     involuntary_switches: Optional[int] = None
+    syscalls: Optional[dict] = None  # strace counts, per call
 
 
-def run_measured(launcher: Path, cmd: list[str], alloc: Allocator, timeout: float) -> Outcome:
+STRACE_CALLS = ["mmap", "munmap", "madvise", "mremap", "brk"]
+
+
+def run_measured(launcher: Path, cmd: list[str], alloc: Allocator, timeout: float,
+                 strace: Optional[str] = None) -> Outcome:
     """Runs cmd through the launcher (which forks it, preloads the allocator
     into it alone and reports its wait4 resource usage), in a process group of
-    its own that is killed after timeout seconds."""
+    its own that is killed after timeout seconds. The allocator's options go
+    into the environment (the launcher does not use the allocator). With
+    strace (its path), the program runs under `strace -f -c` counting
+    STRACE_CALLS, with the preload set for the traced program only; the counts
+    land in Outcome.syscalls."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    env.update(alloc.env)
     with tempfile.TemporaryDirectory(prefix="rill-bench-") as tmp:
         report = Path(tmp) / "rusage"
+        counts = Path(tmp) / "strace"
         full = [str(launcher), "-o", str(report)]
-        if alloc.lib is not None:
-            full += ["-p", str(alloc.lib)]
-        full += ["--"] + cmd
+        if strace is not None:
+            full += ["--", strace, "-f", "-c", "-o", str(counts),
+                     "-e", "trace=" + ",".join(STRACE_CALLS)]
+            if alloc.lib is not None:
+                full += ["-E", f"LD_PRELOAD={alloc.lib}"]
+            full += ["--"] + cmd
+        else:
+            if alloc.lib is not None:
+                full += ["-p", str(alloc.lib)]
+            full += ["--"] + cmd
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             t0 = time.monotonic()
@@ -268,6 +333,7 @@ def run_measured(launcher: Path, cmd: list[str], alloc: Allocator, timeout: floa
             for tok in report.read_text().split():
                 k, _, v = tok.partition("=")
                 usage[k] = v
+        syscalls = parse_strace_counts(counts.read_text()) if counts.exists() else None
 
     result = parse_result(stdout)
     error = ""
@@ -287,13 +353,31 @@ def run_measured(launcher: Path, cmd: list[str], alloc: Allocator, timeout: floa
         st, error = "no-result", "no RESULT line in the output"
     else:
         st = "ok"
+    if st == "ok" and strace is not None and syscalls is None:
+        st, error = "harness", f"no strace summary: {first_line(stderr)}"
     if usage:
         return Outcome(st, result or {}, float(usage["wall_s"]), float(usage["user_s"]),
                        float(usage["sys_s"]), int(usage["maxrss_kib"]), int(usage["minflt"]),
                        int(usage["majflt"]), stdout, stderr, error,
-                       int(usage["nvcsw"]), int(usage["nivcsw"]))
+                       int(usage["nvcsw"]), int(usage["nivcsw"]), syscalls)
     # killed, or the launcher itself failed: only the wall time is known
-    return Outcome(st, result or {}, wall, None, None, None, None, None, stdout, stderr, error)
+    return Outcome(st, result or {}, wall, None, None, None, None, None, stdout, stderr, error,
+                   syscalls=syscalls)
+
+
+def parse_strace_counts(text: str) -> Optional[dict]:
+    """The calls column of `strace -c` per system call; every traced call is
+    present (0 if it was not made), or None if there is no summary table."""
+    counts = {c: 0 for c in STRACE_CALLS}
+    seen = False
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[-1] in counts and f[3].isdigit():
+            counts[f[-1]] = int(f[3])
+            seen = True
+        elif len(f) >= 4 and f[-1] == "total":
+            seen = True
+    return counts if seen else None
 
 
 def signal_name(num: int) -> str:
@@ -370,6 +454,20 @@ def fmt_mib(kib: Optional[float]) -> str:
     return "-" if kib is None else f"{kib / 1024:.1f}"
 
 
+def fmt_pct(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:+.1f}%"
+
+
+def fmt_ns(v: Optional[float]) -> str:
+    if v is None:
+        return "-"
+    if v >= 1e6:
+        return f"{v / 1e6:.1f}ms"
+    if v >= 1e4:
+        return f"{v / 1e3:.0f}us"
+    return f"{v:.0f}"
+
+
 def geomean(values: list[float]) -> Optional[float]:
     vals = [v for v in values if v is not None and v > 0]
     if not vals:
@@ -406,11 +504,13 @@ class Harness:
 
 
 def run_suite(h: Harness, specs: list[Spec], allocs: list[Allocator], thread_counts: list[int],
-              bench_dir: Path) -> None:
+              bench_dir: Path, strace: Optional[str] = None) -> None:
     a = h.args
     plan = []  # (rep, spec, threads, label, args)
     for rep in range(a.reps):
         for spec in specs:
+            if spec.reps is not None and not a.reps_explicit and rep >= spec.reps:
+                continue
             tcounts = spec.threads if spec.threads is not None else thread_counts
             points = spec.points if spec.kind == "sweep" else [(None, [])]
             for t in tcounts:
@@ -425,13 +525,23 @@ def run_suite(h: Harness, specs: list[Spec], allocs: list[Allocator], thread_cou
             i += 1
             exe = bench_dir / f"bench_{spec.program}"
             cmd = [str(exe), "-t", str(t)] + pargs
-            o = run_measured(h.launcher, cmd, alloc, a.timeout)
+            # the spec's own limit, unless --timeout asks for more
+            timeout = (a.timeout if spec.timeout is None else
+                       max(a.timeout, spec.timeout) if a.timeout_explicit else spec.timeout)
+            o = run_measured(h.launcher, cmd, alloc, timeout, strace=strace)
             rec = make_record(spec, t, label, pargs, alloc, rep, o)
+            if strace is not None:
+                rec["benchmark"] = f"{spec.name}-syscalls"
             h.records.append(rec)
-            where = f"{spec.name}" + (f" [{label}]" if label else "")
+            where = rec["benchmark"] + (f" [{label}]" if label else "")
             if o.status == "ok":
                 msg = (f"{fmt_value(rec['value'], rec['unit']):>12}  "
                        f"rss {fmt_mib(o.peak_rss_kib):>7} MiB  {o.wall_s:6.2f} s")
+                if spec.program == "soak":
+                    msg += (f"  drift {fmt_pct(num(rec['params'].get('rss_drift_pct')))}"
+                            f"  malloc p99.9 {rec['params'].get('malloc_p999_ns', '-')} ns")
+                if o.syscalls is not None:
+                    msg += "  " + " ".join(f"{k} {v}" for k, v in o.syscalls.items())
             else:
                 msg = f"{o.status.upper()}: {o.error}"
                 h.note_failure(alloc, o.status, f"{where} t={t}: {o.status} ({o.error})")
@@ -461,6 +571,7 @@ def make_record(spec: Spec, t: int, label: Optional[str], pargs: list[str], allo
         "value": num(r.get("value")) if o.status == "ok" else None,
         "unit": r.get("unit"),
         "ops": as_int(num(r.get("ops"))),
+        "elapsed_s": num(r.get("elapsed_s")),
         "live_peak_bytes": as_int(live),
         "fragmentation": frag,
         "peak_rss_kib": o.peak_rss_kib,
@@ -474,7 +585,24 @@ def make_record(spec: Spec, t: int, label: Optional[str], pargs: list[str], allo
         "repetition": rep,
         "status": o.status,
         "error": o.error or None,
+        **({"syscalls": o.syscalls} if o.syscalls is not None else {}),
+        **({"rss_series": parse_series(o.stdout, "RSS_SAMPLES"),
+            "live_series": parse_series(o.stdout, "LIVE_SAMPLES")}
+           if spec.program == "soak" and o.status == "ok" else {}),
     }
+
+
+def parse_series(stdout: str, tag: str) -> list[list[int]]:
+    """A `TAG ms:kib,ms:kib,...` line as [[ms, kib], ...] (empty if absent)."""
+    for line in stdout.splitlines():
+        if line.startswith(tag + " "):
+            out = []
+            for pair in line[len(tag) + 1:].split(","):
+                ms, _, kib = pair.partition(":")
+                if ms.isdigit() and kib.isdigit():
+                    out.append([int(ms), int(kib)])
+            return out
+    return []
 
 
 def run_callgrind(h: Harness, allocs: list[Allocator], bench_dir: Path) -> dict:
@@ -558,7 +686,7 @@ def medians(records, spec: Spec, allocs, keys) -> dict:
             for r in rs:
                 if r["metric"] in HIGHER_IS_BETTER:
                     thr.append(r["value"])
-                elif r["ops"] and r["value"] > 0:
+                elif r["ops"] and r["value"] > 0 and r["unit"] == "s":
                     thr.append(r["ops"] / r["value"])
             frags = [r["fragmentation"] for r in rs if r["fragmentation"]]
             lives = [r["live_peak_bytes"] for r in rs if r["live_peak_bytes"]]
@@ -613,15 +741,227 @@ def machine_info() -> dict:
         pass
     return {"cpus": os.cpu_count(), "cpu": cpu, "kernel": platform.release(),
             "machine": platform.machine(), "python": platform.python_version(),
-            "commit": commit or "none", "loadavg_start": os.getloadavg()[0]}
+            "commit": commit or "none", "loadavg_start": os.getloadavg()[0],
+            "thp_enabled": thp_setting("enabled"), "thp_defrag": thp_setting("defrag")}
+
+
+def thp_setting(name: str) -> str:
+    """The selected word of /sys/kernel/mm/transparent_hugepage/<name>, e.g.
+    `madvise` from `always [madvise] never`, or `unknown`."""
+    try:
+        text = Path(f"/sys/kernel/mm/transparent_hugepage/{name}").read_text()
+    except OSError:
+        return "unknown"
+    m = re.search(r"\[(\w+)\]", text)
+    return m.group(1) if m else text.strip() or "unknown"
+
+
+def median_of(records, key) -> Optional[float]:
+    """Median of a numeric RESULT field (kept in params) over records."""
+    vals = [num(r["params"].get(key)) for r in records]
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def median_field(records, key) -> Optional[float]:
+    vals = [r.get(key) for r in records if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def soak_section(h: Harness, allocs) -> list[str]:
+    recs = ok_records(h.records, benchmark="soak")
+    if not recs:
+        return []
+    p = recs[0]["params"]
+    L = ["## soak: throughput, RSS drift and latency", ""]
+    L.append(f"`bench_soak {p.get('args', '')}`: a worker pool serving requests of "
+             f"{p.get('allocs_per_request', '1000')} allocations (80% of 8-40 B, the rest "
+             "41-1000 B); 2.5% of blocks bleed to another worker, which frees them, and 1% "
+             "replace a random entry of a per-worker cache of "
+             f"{p.get('cache', '16384')} blocks that lives across requests (LKmalloc sec. 3-4, "
+             "7). **Drift**: mean RSS over the last tenth of the run against the mean over the "
+             "tenth after the warm-up tenth; the workload's own live bytes drift by the "
+             "`live drift` column. **Latency**: about one call in 64 is timed with "
+             f"clock_gettime (which adds about {p.get('timer_overhead_ns', '?')} ns); "
+             "p50 / p99 / p99.9 / max in ns over the timed calls of all threads. The "
+             "tail and the maximum include preemption when there are more threads than free "
+             "cores.")
+    L.append("")
+    head = ["allocator", "ops/s", "requests/s", "RSS drift", "live drift", "RSS end (MiB)",
+            "peak RSS (MiB)", "malloc p50 / p99 / p99.9 / max", "free p50 / p99 / p99.9 / max"]
+    for t in sorted({r["threads"] for r in recs}):
+        rows = []
+        for al in allocs:
+            rs = [r for r in recs if r["allocator"] == al.name and r["threads"] == t]
+            if not rs:
+                failed = [r for r in h.records if r["benchmark"] == "soak" and
+                          r["allocator"] == al.name and r["threads"] == t]
+                if failed:
+                    rows.append([al.name, failed[0]["status"]] + ["-"] * (len(head) - 2))
+                continue
+
+            def lat(op):
+                return " / ".join(fmt_ns(median_of(rs, f"{op}_{q}_ns"))
+                                  for q in ("p50", "p99", "p999", "max"))
+            req = median_of(rs, "req_per_s")
+            rows.append([al.name, fmt_value(median_field(rs, "value"), "ops/s"),
+                         "-" if req is None else f"{req / 1e3:.1f} k/s",
+                         fmt_pct(median_of(rs, "rss_drift_pct")),
+                         fmt_pct(median_of(rs, "live_drift_pct")),
+                         fmt_mib(median_of(rs, "rss_end_kib")),
+                         fmt_mib(median_field(rs, "peak_rss_kib")), lat("malloc"), lat("free")])
+        if rows:
+            L.append(f"### {t} thread(s), {fmt_secs(median_field(recs, 'elapsed_s'))} per run")
+            L.append("")
+            L += md_table(head, rows)
+            L.append("")
+    return L
+
+
+def fmt_secs(v: Optional[float]) -> str:
+    if v is None:
+        return "-"
+    return f"{v / 60:.1f} min" if v >= 120 else f"{v:.0f} s"
+
+
+def growth_section(h: Harness, specs, allocs) -> list[str]:
+    L = []
+    for spec in specs:
+        if spec.program not in ("mstress", "mleak"):
+            continue
+        recs = ok_records(h.records, benchmark=spec.name)
+        if not recs:
+            continue
+        if not L:
+            L += ["## Thread churn: memory growth (mstress, mleak)", ""]
+            L.append("RSS (MiB) after the first round, the middle round and the last, read by "
+                     "the program from /proc/self/statm; growth is the program's metric "
+                     "(mstress: the largest RSS of the second half of the rounds over the "
+                     "largest of the first half; mleak: RSS after the last round over RSS "
+                     "after the middle one). 1.00 means no growth.")
+            L.append("")
+        L.append(f"### {spec.name}")
+        L.append("")
+        L.append(f"`bench_{spec.program} -t {recs[0]['threads']} {' '.join(spec.args)}`.")
+        L.append("")
+        rows = []
+        for al in allocs:
+            rs = [r for r in recs if r["allocator"] == al.name]
+            if not rs:
+                continue
+            g = median_field(rs, "value")
+            live = median_field(rs, "live_peak_bytes")
+            rows.append([al.name, fmt_mib(median_of(rs, "rss_first_kib")),
+                         fmt_mib(median_of(rs, "rss_mid_kib")),
+                         fmt_mib(median_of(rs, "rss_last_kib")),
+                         "-" if g is None else f"{g:.3f}",
+                         fmt_mib(median_field(rs, "peak_rss_kib")),
+                         fmt_mib(None if live is None else live / 1024),
+                         fmt_value(median_field(rs, "elapsed_s"), "s")])
+        L += md_table(["allocator", "first", "middle", "last", "growth", "peak RSS",
+                       "peak live", "run time"], rows)
+        L.append("")
+    return L
+
+
+def hugepages_section(h: Harness, specs, allocs, info) -> list[str]:
+    if not any(al.name == "rill-thp" for al in allocs):
+        return []
+    L = ["## Huge pages: rill against rill-thp", ""]
+    L.append(f"Transparent huge pages on this machine: enabled `{info.get('thp_enabled')}`, "
+             f"defrag `{info.get('thp_defrag')}` (from /sys/kernel/mm/transparent_hugepage). "
+             "`rill` runs with RILL_HUGEPAGES=0, `rill-thp` with RILL_HUGEPAGES=1, which asks "
+             "for huge pages (MADV_HUGEPAGE) on rill's arena beyond its first 32 MiB, so a run "
+             "that never uses more than that is the same with both.")
+    if info.get("thp_enabled") == "never":
+        L.append("")
+        L.append("**THP is `never` here: the kernel ignores the request, so the two cannot "
+                 "differ.**")
+    L.append("")
+    L.append("Each cell: median time / median minor page faults of the run (wait4).")
+    L.append("")
+    for spec in specs:
+        if spec.program not in ("sizes", "locality"):
+            continue
+        keys = column_keys(spec, [])
+        rows = []
+        for al in allocs:
+            row = [al.name]
+            for k in keys:
+                rs = ok_records(h.records, allocator=al.name, **cell_match(spec, k))
+                if not rs:
+                    row.append("-")
+                    continue
+                row.append(f"{fmt_value(median_field(rs, 'value'), rs[0]['unit'])} / "
+                           f"{int(median_field(rs, 'minor_faults') or 0)}")
+            rows.append(row)
+        L.append(f"### {spec.name}")
+        L.append("")
+        L += md_table(["allocator"] + [str(k) for k in keys], rows)
+        L.append("")
+    return L
+
+
+def syscalls_section(h: Harness, specs, allocs) -> list[str]:
+    recs = [r for r in h.records if r["benchmark"].endswith("-syscalls") and r["status"] == "ok"
+            and r.get("syscalls")]
+    fails = [r for r in h.records if r["benchmark"].endswith("-syscalls")
+             and r["status"] != "ok"]
+    if not recs and not fails:
+        return []
+    spec = next((s for s in specs if s.program == "churn"), None)
+    L = ["## System calls under span churn (strace)", ""]
+    iters = num(recs[0]["params"].get("iterations")) if recs else None
+    L.append(f"`strace -f -c -e trace={','.join(STRACE_CALLS)} bench_churn "
+             f"{' '.join(spec.args) if spec else ''}`: each iteration replaces one of 4 held "
+             "blocks of 300 KiB-4 MiB and allocates, writes and frees 64 objects of 64 KiB; "
+             "every page of every block is written. brk is counted too, since glibc grows and "
+             "trims its main heap with it. Run time, minor faults and peak RSS are from a "
+             "separate run without strace. rill holds empty spans for RILL_PURGE_DELAY_MS "
+             "(1000 ms by default) before it madvises them, in batches; `rill-purge0` is rill "
+             "with RILL_PURGE_DELAY_MS=0.")
+    L.append("")
+    rows = []
+    for al in allocs:
+        rs = [r for r in recs if r["allocator"] == al.name]
+        plain = ok_records(h.records, benchmark="churn", allocator=al.name)
+        if not rs:
+            f = [r for r in fails if r["allocator"] == al.name]
+            if f:
+                rows.append([al.name, f[0]["status"]] + ["-"] * (len(STRACE_CALLS) + 4))
+            continue
+        counts = {c: int(statistics.median([r["syscalls"][c] for r in rs]))
+                  for c in STRACE_CALLS}
+        total = sum(counts.values())
+        per = f"{total * 1000 / iters:.1f}" if iters else "-"
+        rows.append([al.name] + [str(counts[c]) for c in STRACE_CALLS] +
+                    [str(total), per, fmt_value(median_field(plain, "value"), "s"),
+                     str(int(median_field(plain, "minor_faults") or 0)) if plain else "-",
+                     fmt_mib(median_field(plain, "peak_rss_kib"))])
+    L += md_table(["allocator"] + STRACE_CALLS + ["total", "per 1000 iterations", "run time",
+                                                  "minor faults", "peak RSS (MiB)"], rows)
+    L.append("")
+    for al in allocs:
+        if al.kind != "rill" or "RILL_PURGE_DELAY_MS" in al.env:
+            continue
+        t = median_field(ok_records(h.records, benchmark="churn", allocator=al.name), "value")
+        delay = num(os.environ.get("RILL_PURGE_DELAY_MS")) or 1000.0
+        if t is not None and t * 1000 < delay:
+            L.append(f"Note: {al.name}'s run ({fmt_value(t, 's')}) was shorter than its "
+                     f"purge delay ({delay:g} ms), so it could not give memory back during "
+                     "the run; its count is start-up only. `--full` runs enough iterations "
+                     "for the delay to pass.")
+            L.append("")
+    return L
 
 
 def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts, info, cg,
                   charts: list[str], chart_note: str) -> str:
     a = h.args
-    L = [f"# rill benchmark summary ({a.mode} mode)", ""]
+    L = [f"# rill benchmark summary ({a.mode_label} mode)", ""]
     L.append(f"Run {info['started']} on {info['cpus']} CPUs ({info['cpu'] or info['machine']}), "
-             f"Linux {info['kernel']}, commit {info['commit']}; {a.reps} repetition(s), "
+             f"Linux {info['kernel']}, commit {info['commit']}; {a.reps} repetition(s) "
+             f"(soak, mstress, mleak, churn: {a.reps if a.reps_explicit else 1}), "
              f"median reported; thread counts {', '.join(map(str, thread_counts))}. "
              f"Load average {info['loadavg_start']:.2f} at the start, "
              f"{info['loadavg_end']:.2f} at the end"
@@ -649,10 +989,11 @@ def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts,
         if not any("value" in c for c in med.values()):
             continue
         rl = relative(med, allocs, keys)
-        per_bench_rel[spec.name] = rl
-        if spec.kind == "threads":
-            for (an, k), f in rl.items():
-                thread_rel.setdefault((an, k), []).append(f)
+        if spec.geomean:
+            per_bench_rel[spec.name] = rl
+            if spec.kind == "threads":
+                for (an, k), f in rl.items():
+                    thread_rel.setdefault((an, k), []).append(f)
         first = next(c for c in med.values() if "value" in c)
         better = "higher" if first["metric"] in HIGHER_IS_BETTER else "lower"
         L.append(f"## {spec.name}")
@@ -730,6 +1071,11 @@ def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts,
             L += md_table(head, mrows)
             L.append("")
 
+    L += soak_section(h, allocs)
+    L += growth_section(h, specs, allocs)
+    L += hugepages_section(h, specs, allocs, info)
+    L += syscalls_section(h, specs, allocs)
+
     # callgrind
     L.append("## Instructions per malloc+free pair (callgrind)")
     L.append("")
@@ -789,7 +1135,8 @@ def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts,
 
 COLORS = {"rill": "#d62728", "rill-globallock": "#ff9896", "rill-hashed": "#e377c2",
           "glibc": "#7f7f7f", "jemalloc": "#1f77b4", "tcmalloc": "#2ca02c",
-          "mimalloc": "#9467bd", "tbbmalloc": "#8c564b"}
+          "mimalloc": "#9467bd", "tbbmalloc": "#8c564b", "rill-thp": "#ff7f0e",
+          "rill-purge0": "#bcbd22"}
 
 
 def make_charts(outdir: Path, h: Harness, specs, allocs, thread_counts) -> tuple[list[str], str]:
@@ -915,7 +1262,53 @@ def make_charts(outdir: Path, h: Harness, specs, allocs, thread_counts) -> tuple
             fig.savefig(outdir / fname, dpi=100)
             plt.close(fig)
             files.append(fname)
+
+    soak = soak_chart(plt, outdir, h, allocs)
+    if soak:
+        files.append(soak)
     return files, ""
+
+
+def soak_chart(plt, outdir: Path, h: Harness, allocs) -> Optional[str]:
+    """RSS over time of the soak runs at one thread count (4 if there are runs
+    at 4, else the most threads), one line per allocator (its first good run),
+    and the workload's live bytes from the first of them, dashed."""
+    recs = [r for r in ok_records(h.records, benchmark="soak") if r.get("rss_series")]
+    if not recs:
+        return None
+    counts = {r["threads"] for r in recs}
+    t = 4 if 4 in counts else max(counts)
+    fig, ax = plt.subplots(figsize=(10, 5))
+    live_drawn = False
+    longest = max(r["rss_series"][-1][0] for r in recs if r["threads"] == t)
+    minutes = longest >= 120000
+    scale = 60000.0 if minutes else 1000.0
+    for al in allocs:
+        r = next((r for r in recs if r["allocator"] == al.name and r["threads"] == t), None)
+        if r is None:
+            continue
+        xs = [ms / scale for ms, _ in r["rss_series"]]
+        ax.plot(xs, [kib / 1024 for _, kib in r["rss_series"]], color=COLORS.get(al.name),
+                linewidth=2.2 if al.name == "rill" else 1.3, label=al.name)
+        if not live_drawn and r.get("live_series"):
+            ax.plot([ms / scale for ms, _ in r["live_series"]],
+                    [kib / 1024 for _, kib in r["live_series"]], color="black",
+                    linestyle="--", linewidth=1, label=f"live bytes ({al.name} run)")
+            live_drawn = True
+    end = longest / scale
+    for frac in (0.1, 0.2, 0.9):
+        ax.axvline(end * frac, color="gray", linestyle=":", linewidth=0.8)
+    ax.set_xlabel("minutes" if minutes else "seconds")
+    ax.set_ylabel("RSS (MiB)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"soak, {t} thread(s): RSS over time (drift windows dotted)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fname = "soak_rss.png"
+    fig.savefig(outdir / fname, dpi=110)
+    plt.close(fig)
+    return fname
 
 
 # ---------------------------------------------------------------------------
@@ -930,6 +1323,18 @@ def parse_args(argv):
     m.add_argument("--full", dest="mode", action="store_const", const="full",
                    help="threads 1,2,4,8,16, five repetitions, full inputs")
     p.set_defaults(mode="quick")
+    sp = p.add_mutually_exclusive_group()
+    sp.add_argument("--soak", type=float, metavar="SECONDS",
+                    help="run only the soak benchmark, SECONDS per allocator, at 4 threads "
+                    "(--threads to change), every allocator unless --allocators; writes the "
+                    "RSS-over-time chart soak_rss.png and the soak table")
+    sp.add_argument("--hugepages", action="store_true",
+                    help="run only sizes and locality with rill under RILL_HUGEPAGES=0 and =1 "
+                    "(allocators rill and rill-thp), reporting time and minor faults")
+    sp.add_argument("--syscalls", action="store_true",
+                    help="run only bench_churn, once plainly and once under strace -f -c, "
+                    "for every allocator and rill-purge0; tabulates mmap/munmap/madvise/"
+                    "mremap/brk counts")
     p.add_argument("--only", help="comma-separated benchmarks (names or programs) to run")
     p.add_argument("--allocators", help="comma-separated allocators; default: quick: rill, "
                    "glibc and the installed peers; full: all")
@@ -953,14 +1358,26 @@ def parse_args(argv):
     p.add_argument("--list", action="store_true", help="list benchmarks and allocators, then exit")
     a = p.parse_args(argv)
     full = a.mode == "full"
+    if a.soak is not None and not 0 < a.soak <= 30 * 24 * 3600:
+        p.error("--soak takes a run time in seconds (up to 30 days)")
+    if a.only and (a.soak is not None or a.syscalls):
+        p.error("--only does not combine with --soak or --syscalls")
+    a.special = ("soak" if a.soak is not None else "hugepages" if a.hugepages
+                 else "syscalls" if a.syscalls else None)
+    a.mode_label = ("soak" if a.special == "soak" else
+                    f"{a.special}, {a.mode}" if a.special else a.mode)
     a.thread_counts = ([int(x) for x in a.threads.split(",")] if a.threads
+                       else [4] if a.special == "soak"
+                       else [1] if a.special == "syscalls"
                        else [1, 2, 4, 8, 16] if full else [1, 2])
     if any(t < 1 or t > 256 for t in a.thread_counts):
         p.error("thread counts must be 1..256")
     a.thread_counts = sorted(set(a.thread_counts))
-    a.reps = a.reps if a.reps is not None else (5 if full else 1)
+    a.reps_explicit = a.reps is not None
+    a.reps = a.reps if a.reps is not None else (5 if full and a.special != "soak" else 1)
     if a.reps < 1:
         p.error("--reps must be at least 1")
+    a.timeout_explicit = a.timeout is not None
     a.timeout = a.timeout if a.timeout is not None else (120.0 if full else 30.0)
     a.callgrind_pairs = (100000, 1100000) if full else (20000, 220000)
     a.bench_dir = a.bench_dir or (a.build_dir / "bench")
@@ -971,27 +1388,50 @@ def main(argv=None) -> int:
     a = parse_args(argv if argv is not None else sys.argv[1:])
     h = Harness(a, a.bench_dir / "bench_launch")
     sweep_threads = max(1, min(os.cpu_count() or 1, max(a.thread_counts)))
-    specs = suite(a.mode, sweep_threads)
+    specs = all_specs = suite(a.mode, sweep_threads)
     found = discover_allocators(a.build_dir)
     if a.no_rill:
-        for name, _ in RILL_LIBS:
-            found[name].note = f"left out: {a.no_rill}"
+        for al in found.values():
+            if al.kind == "rill":
+                al.note = f"left out: {a.no_rill}"
+    strace = None
+    if a.special == "soak":
+        specs = [soak_spec(a.soak, 100, None)]
+    elif a.special == "hugepages":
+        specs = [s for s in specs if s.program in ("sizes", "locality")]
+        # plain rill with the option off explicitly, whatever the caller's environment says
+        found["rill"].env = {"RILL_HUGEPAGES": "0"}
+    elif a.special == "syscalls":
+        specs = [s for s in specs if s.program == "churn"]
+        strace = shutil.which("strace")
+        if strace is None and not a.list:
+            print("error: --syscalls needs strace (apt-get install strace; bench/run.sh "
+                  "installs it when run as root)", file=sys.stderr)
+            return 2
+    elif not a.only:
+        specs = [s for s in specs if a.mode in s.modes]
 
     if a.list:
         print("benchmarks:")
-        for s in specs:
-            print(f"  {s.name:<14} bench_{s.program:<14} {s.paper}")
+        for s in (specs if a.special else all_specs):
+            when = ("" if a.special else
+                    " (only with --only; --syscalls)" if not s.modes else
+                    " (full mode, or with --only)" if s.modes == ("full",) else "")
+            print(f"  {s.name:<14} bench_{s.program:<14} {s.paper}{when}")
         print("allocators:")
-        for name in ALL_ALLOCATORS:
+        for name in KNOWN_ALLOCATORS:
             al = found[name]
+            env = "".join(f" {k}={v}" for k, v in al.env.items())
             print(f"  {name:<16} " + (al.note if al.note else
-                                      (rel(al.lib) if al.kind == "rill" else
+                                      (rel(al.lib) + env if al.kind == "rill" else
                                        al.lib.name if al.lib else "no preload")))
         return 0
 
     if a.only:
         wanted = [w.strip() for w in a.only.split(",") if w.strip()]
         known = {s.name for s in specs} | {s.program for s in specs}
+        if a.special == "hugepages":
+            known = {"sizes", "locality"}
         bad = [w for w in wanted if w not in known]
         if bad:
             print(f"error: unknown benchmark(s) {', '.join(bad)}; known: "
@@ -999,12 +1439,20 @@ def main(argv=None) -> int:
             return 2
         specs = [s for s in specs if s.name in wanted or s.program in wanted]
 
-    names = ([w.strip() for w in a.allocators.split(",") if w.strip()] if a.allocators
-             else (ALL_ALLOCATORS if a.mode == "full" else QUICK_ALLOCATORS))
+    if a.allocators:
+        names = [w.strip() for w in a.allocators.split(",") if w.strip()]
+    elif a.special == "soak":
+        names = ALL_ALLOCATORS
+    elif a.special == "hugepages":
+        names = ["rill", "rill-thp"]
+    else:
+        names = ALL_ALLOCATORS if a.mode == "full" else QUICK_ALLOCATORS
+        if a.special == "syscalls":
+            names = names[:1] + ["rill-purge0"] + names[1:]
     bad = [n for n in names if n not in found]
     if bad:
-        print(f"error: unknown allocator(s) {', '.join(bad)}; known: {', '.join(ALL_ALLOCATORS)}",
-              file=sys.stderr)
+        print(f"error: unknown allocator(s) {', '.join(bad)}; known: "
+              f"{', '.join(KNOWN_ALLOCATORS)}", file=sys.stderr)
         return 2
     allocs = [found[n] for n in names if found[n].available]
     skipped = [found[n] for n in names if not found[n].available]
@@ -1017,7 +1465,7 @@ def main(argv=None) -> int:
         print("error: no allocator to run", file=sys.stderr)
         return 2
 
-    want_callgrind = not a.only or any(s.program == "lifo" for s in specs)
+    want_callgrind = not a.special and (not a.only or any(s.program == "lifo" for s in specs))
     missing = [s.program for s in specs if not (a.bench_dir / f"bench_{s.program}").is_file()]
     if not h.launcher.is_file():
         missing.append("launch")
@@ -1034,15 +1482,28 @@ def main(argv=None) -> int:
     outdir.mkdir(parents=True, exist_ok=True)
     info = machine_info()
     info["started"] = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-    print(f"rill benchmarks, {a.mode} mode: {len(specs)} benchmarks, allocators "
+    print(f"rill benchmarks, {a.mode_label} mode: {len(specs)} benchmarks, allocators "
           f"{', '.join(al.name for al in allocs)}, threads "
           f"{','.join(map(str, a.thread_counts))}, {a.reps} repetition(s)", flush=True)
+    if a.special == "soak":
+        runs = len(allocs) * len(a.thread_counts) * a.reps
+        print(f"soak: {runs} run(s) of {a.soak:g} s: about {runs * a.soak / 60:.0f} min",
+              flush=True)
+    if a.special == "hugepages":
+        print(f"transparent huge pages: enabled [{info['thp_enabled']}], defrag "
+              f"[{info['thp_defrag']}]" + ("; THP is off, so rill-thp cannot differ from rill"
+                                          if info["thp_enabled"] == "never" else ""),
+              flush=True)
     t_start = time.monotonic()
 
     try:
         run_suite(h, specs, allocs, a.thread_counts, a.bench_dir)
+        if strace is not None:
+            run_suite(h, specs, allocs, a.thread_counts, a.bench_dir, strace=strace)
+        skip = ("skipped (lifo not selected with --only)" if not a.special
+                else f"skipped (--{a.special} mode)")
         cg = run_callgrind(h, allocs, a.bench_dir) if want_callgrind else {
-            "note": "skipped (lifo not selected with --only)", "rows": {}, "n1": 0, "n2": 0}
+            "note": skip, "rows": {}, "n1": 0, "n2": 0}
     except KeyboardInterrupt:
         print("interrupted; writing what was measured", file=sys.stderr)
         cg = {"note": "interrupted", "rows": {}, "n1": 0, "n2": 0}

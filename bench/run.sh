@@ -3,6 +3,9 @@
 #
 #   bench/run.sh [--quick|--full] [--only name,...] [--allocators a,b] [run.py options]
 #   bench/run.sh --bench-only ...   build just the benchmarks (peers and glibc only)
+#   bench/run.sh --soak SECONDS     only the soak benchmark, SECONDS per allocator, 4 threads
+#   bench/run.sh --hugepages        sizes and locality with rill, RILL_HUGEPAGES=0 and =1
+#   bench/run.sh --syscalls         bench_churn under strace: mmap/munmap/madvise counts
 #
 # Environment: RILL_BUILD_DIR (default: build), RILL_BUILD_JOBS (default: 2).
 # Exit status: run.py's (0 = the suite ran; see run.py), or 4 if the project
@@ -16,12 +19,14 @@ jobs="${RILL_BUILD_JOBS:-2}"
 venv="$here/.venv"
 
 bench_only=0
+syscalls=0
 args=()
 for arg in "$@"; do
   case "$arg" in
     --bench-only) bench_only=1 ;;
+    --syscalls) syscalls=1; args+=("$arg") ;;
     -h|--help)
-      sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       echo
       exec python3 "$here/run.py" --help ;;
     *) args+=("$arg") ;;
@@ -40,6 +45,17 @@ if [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >/dev/null 2>&1; then
   fi
 else
   echo "warning: could not create bench/.venv; charts will be skipped" >&2
+fi
+
+# --syscalls counts system calls with strace; install it when we may.
+if [ "$syscalls" = 1 ] && ! command -v strace >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing strace"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null ||
+      echo "warning: could not install strace" >&2
+  else
+    echo "warning: strace is not installed (apt-get install strace)" >&2
+  fi
 fi
 
 # 2. Build. The top-level project builds librill*.so and, through
