@@ -363,6 +363,7 @@ void heap_thread_done(heap_t *h) {
 
 /* ---- large objects: one object per span (Streamflow §3.1.2) ------------ */
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
+  if (n == 0) n = 1; /* an aligned empty object must still lie inside its span */
   size_t need = n + (align > SLOT_SIZE ? align - SLOT_SIZE : 0);
   if (need > LARGE_MAX || need < n) {
     *zeroed = true;
