@@ -2,6 +2,7 @@
  * fork handlers and fatal error messages. Nothing here may allocate through
  * malloc or touch stdio: it all runs inside the allocator. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "internal.h"
 
 options_t rill_opt;
+int rill_stats_fd = 2;
 _Atomic int rill_ready;
 static _Atomic int init_lock;
 static _Atomic int key_state; /* 0 none, 1 being created, 2 ready */
@@ -166,7 +168,12 @@ void rill_thread_register(heap_t *h) {
     pthread_key_create(&exit_key, thread_exit);
     atomic_store_explicit(&key_state, 2, REL);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    if (rill_opt.show_stats) atexit(rill_stats_at_exit);
+    if (rill_opt.show_stats) {
+      /* programs such as sort close stderr before exit: keep our own copy */
+      rill_stats_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+      if (rill_stats_fd < 0) rill_stats_fd = 2;
+      atexit(rill_stats_at_exit);
+    }
   }
   while (atomic_load_explicit(&key_state, ACQ) != 2) sched_yield();
   pthread_setspecific(exit_key, h);

@@ -208,6 +208,7 @@ typedef struct options {
   uint32_t purge_delay; /* RILL_PURGE_DELAY_MS */
 } options_t;
 extern options_t rill_opt INTERNAL;
+extern int rill_stats_fd INTERNAL;
 extern _Atomic int rill_ready INTERNAL;
 bool rill_init(void) INTERNAL;
 COLD void rill_invalid(const char *fn, const void *p) INTERNAL __attribute__((noreturn));

@@ -77,4 +77,4 @@ __attribute__((visibility("default"))) void rill_stats_print(int fd) {
   (void)w;
 }
 
-void rill_stats_at_exit(void) { rill_stats_print(2); }
+void rill_stats_at_exit(void) { rill_stats_print(rill_stats_fd); }

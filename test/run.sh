@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# run.sh - the whole rill test suite in one command: gcc build with -Werror plus CTest, a
+# warning-free clang build, ThreadSanitizer stress, libFuzzer, and CTest again under UBSan.
+# Ends with "N passed, N failed" over everything it ran; exits non-zero on any failure.
+#
+# usage: bash test/run.sh [--long]
+#   --long   long variants: more iterations, threads, forks and fuzzing runs
+# environment: RILL_JOBS (parallel build jobs, default: number of CPUs),
+#              RILL_BUILD_ROOT (build directories, default: build/test-suite in the repo)
+set -u
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LONG=0
+for a in "$@"; do
+  case "$a" in
+  --long) LONG=1 ;;
+  -h | --help)
+    sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "run.sh: unknown argument $a (try --help)" >&2
+    exit 2
+    ;;
+  esac
+done
+
+JOBS=${RILL_JOBS:-$(nproc 2>/dev/null || echo 2)}
+B=${RILL_BUILD_ROOT:-$ROOT/build/test-suite}
+LOGS=$B/logs
+mkdir -p "$LOGS"
+PASSED=0
+FAILED=0
+FAILED_NAMES=()
+
+say() { printf '\n=== %s\n' "$*"; }
+pass() {
+  PASSED=$((PASSED + 1))
+  printf '  PASS  %s\n' "$1"
+}
+failed() {
+  FAILED=$((FAILED + 1))
+  FAILED_NAMES+=("$1")
+  printf '  FAIL  %s\n' "$1"
+}
+
+# step NAME LOGFILE CMD...: runs CMD, output to LOGFILE; one test in the count.
+step() {
+  local name=$1 log=$2
+  shift 2
+  if "$@" >"$log" 2>&1; then
+    pass "$name"
+    return 0
+  fi
+  failed "$name"
+  echo "  ---- last lines of $log" >&2
+  tail -40 "$log" | sed 's/^/  | /' >&2
+  return 1
+}
+
+# ---- tools ------------------------------------------------------------------------------
+
+APT_UPDATED=0
+apt_install() {
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "run.sh: missing $*; not root or no apt-get, so not installing" >&2
+    return 1
+  fi
+  if [ $APT_UPDATED = 0 ]; then
+    apt-get update -qq >/dev/null 2>&1 || true
+    APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" \
+    >"$LOGS/apt.log" 2>&1 || {
+    echo "run.sh: apt-get install $* failed (see $LOGS/apt.log)" >&2
+    return 1
+  }
+}
+
+need() { # need COMMAND PACKAGE
+  command -v "$1" >/dev/null 2>&1 || apt_install "$2" || true
+}
+
+say "tools"
+need gcc gcc
+need g++ g++
+need make make
+need cmake cmake
+need clang clang
+need valgrind valgrind
+need python3 python3
+need git git
+need awk gawk
+need sort coreutils
+# clang's sanitizer and libFuzzer runtimes live in a versioned package.
+CLANG_RT=""
+if command -v clang >/dev/null; then
+  CLANG_RT=$(clang -print-runtime-dir 2>/dev/null || true)
+  if [ ! -e "$CLANG_RT/libclang_rt.tsan-x86_64.a" ] && [ ! -e "$CLANG_RT/libclang_rt.tsan.a" ]; then
+    major=$(clang -dumpversion 2>/dev/null | cut -d. -f1)
+    apt_install "libclang-rt-$major-dev" || apt_install "libclang-common-$major-dev" || true
+  fi
+fi
+for t in gcc g++ cmake clang valgrind python3 git; do
+  printf '  %-9s %s\n' "$t" "$(command -v "$t" || echo MISSING)"
+done
+
+LONG_FLAG=OFF
+[ $LONG = 1 ] && LONG_FLAG=ON
+
+# ---- gcc build and CTest ------------------------------------------------------------------
+
+# ctest_counted NAME BUILD_DIR: runs ctest, adds its pass/fail counts to the totals.
+ctest_counted() {
+  local name=$1 dir=$2 log="$LOGS/$1.log"
+  ctest --test-dir "$dir" --output-on-failure 2>&1 | tee "$log"
+  local line
+  line=$(grep -Eo '[0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
+  if [ -z "$line" ]; then
+    failed "$name (ctest produced no summary)"
+    return
+  fi
+  local f t
+  f=$(echo "$line" | awk '{print $1}')
+  t=$(echo "$line" | awk '{print $NF}')
+  PASSED=$((PASSED + t - f))
+  FAILED=$((FAILED + f))
+  if [ "$f" -gt 0 ]; then
+    while read -r tname; do FAILED_NAMES+=("$name: $tname"); done < <(
+      sed -n '/The following tests FAILED/,$p' "$log" | grep -Eo '^[[:space:]]+[0-9]+ - [^ ]+' |
+        awk '{print $3}'
+    )
+  fi
+  echo "  $name: $((t - f)) of $t passed"
+}
+
+say "gcc build (-DRILL_WERROR=ON)"
+GCC_OK=0
+if step "configure (gcc)" "$LOGS/gcc-configure.log" \
+  env CC=gcc CXX=g++ cmake -S "$ROOT" -B "$B/gcc" -DCMAKE_BUILD_TYPE=Release -DRILL_WERROR=ON \
+  -DRILL_BENCH=OFF -DRILL_TEST_LONG=$LONG_FLAG &&
+  step "build (gcc, warnings are errors)" "$LOGS/gcc-build.log" \
+    cmake --build "$B/gcc" -j "$JOBS"; then
+  GCC_OK=1
+fi
+
+say "clang build of the library (-DRILL_WERROR=ON)"
+if command -v clang >/dev/null; then
+  step "configure (clang)" "$LOGS/clang-configure.log" \
+    env CC=clang CXX=clang++ cmake -S "$ROOT" -B "$B/clang" -DCMAKE_BUILD_TYPE=Release \
+    -DRILL_WERROR=ON -DRILL_TESTS=OFF -DRILL_BENCH=OFF &&
+    step "build (clang, warnings are errors)" "$LOGS/clang-build.log" \
+      cmake --build "$B/clang" -j "$JOBS"
+else
+  failed "clang build (clang not available)"
+fi
+
+say "CTest (gcc build)"
+if [ $GCC_OK = 1 ]; then
+  ctest_counted ctest-gcc "$B/gcc"
+else
+  failed "ctest (gcc build did not build)"
+fi
+
+# ---- ThreadSanitizer ----------------------------------------------------------------------
+
+# rill's sources, without the standard-name overrides, instrumented together with a stress
+# driver that calls rill_* only. Every race report fails the run.
+say "ThreadSanitizer"
+SRCS=("$ROOT"/src/*.c)
+if [ $LONG = 1 ]; then
+  TS_OPS=1000000 TS_ITEMS=200000 TS_CHURN=10000 TS_FORKS=16 TS_THREADS=1,2,4,8,16,32
+else
+  TS_OPS=150000 TS_ITEMS=40000 TS_CHURN=2000 TS_FORKS=4 TS_THREADS=1,4,16
+fi
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 die_after_fork=0 history_size=4"
+TSAN_BUILT=()
+TSAN_TLS_ROUNDS=$(($(getconf PTHREAD_DESTRUCTOR_ITERATIONS 2>/dev/null || echo 4) - 1))
+[ "$TSAN_TLS_ROUNDS" -ge 1 ] 2>/dev/null || TSAN_TLS_ROUNDS=3
+for variant in 0 1 2; do
+  exe="$B/tsan/stress_tsan_v$variant"
+  mkdir -p "$B/tsan"
+  if step "TSan build (variant $variant)" "$LOGS/tsan-build-v$variant.log" \
+    clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
+    -DRILL_NO_OVERRIDE -DRILL_VARIANT=$variant -DUSE_RILL_API \
+    -I"$ROOT/include" -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" -o "$exe" -lpthread; then
+    TSAN_BUILT+=("$variant")
+  fi
+done
+tsan_run() { # NAME VARIANT ARGS...
+  local name=$1 v=$2
+  shift 2
+  local log="$LOGS/$name.log"
+  if "$B/tsan/stress_tsan_v$v" "$@" >"$log" 2>&1 && ! grep -q 'ThreadSanitizer' "$log"; then
+    pass "$name"
+  else
+    failed "$name"
+    grep -m1 -A30 'WARNING: ThreadSanitizer' "$log" | sed 's/^/  | /' >&2 || true
+    tail -15 "$log" | sed 's/^/  | /' >&2
+  fi
+}
+for v in "${TSAN_BUILT[@]}"; do
+  if [ "$v" = 0 ]; then
+    tsan_run tsan_random 0 --mode random --threads $TS_THREADS --ops $TS_OPS
+    tsan_run tsan_prodcons 0 --mode prodcons --items $TS_ITEMS
+    tsan_run tsan_churn 0 --mode churn --churn $TS_CHURN --churn-par 16
+    # TSan tears its own per-thread state down in the last destructor round, so instrumented
+    # destructors may only use the rounds before it.
+    tsan_run tsan_tls 0 --mode tls --tls-threads 64 --tls-rounds $((TSAN_TLS_ROUNDS))
+    tsan_run tsan_fork 0 --mode fork --forks $TS_FORKS --fork-threads 2
+  else
+    tsan_run "tsan_variant${v}_random_prodcons" "$v" --mode random,prodcons \
+      --threads 1,8 --ops $TS_OPS --items $TS_ITEMS
+  fi
+done
+
+# ---- libFuzzer ----------------------------------------------------------------------------
+
+say "fuzzing (fuzz_ops)"
+FZ="$B/fuzz"
+mkdir -p "$FZ"
+if [ $LONG = 1 ]; then FUZZ_RUNS=1000000; else FUZZ_RUNS=200000; fi
+FUZZ_FLAGS=(-std=gnu11 -O1 -g -fno-omit-frame-pointer -DRILL_NO_OVERRIDE -DRILL_VARIANT=0
+  -I"$ROOT/include" "${SRCS[@]}" "$ROOT/test/fuzz/fuzz_ops.c")
+if echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n){(void)d;(void)n;return 0;}' |
+  clang -x c -fsanitize=fuzzer - -o "$FZ/probe" >/dev/null 2>&1; then
+  if step "libFuzzer build (ASan+UBSan)" "$LOGS/fuzz-build.log" \
+    clang -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    "${FUZZ_FLAGS[@]}" -o "$FZ/fuzz_ops"; then
+    rm -rf "$FZ/corpus" && mkdir -p "$FZ/corpus"
+    step "libFuzzer: $FUZZ_RUNS runs" "$LOGS/fuzz-run.log" \
+      env ASAN_OPTIONS=detect_leaks=0 "$FZ/fuzz_ops" -runs=$FUZZ_RUNS -seed=1 -max_len=4096 \
+      -rss_limit_mb=4096 -artifact_prefix="$FZ/" "$FZ/corpus" "$ROOT/test/fuzz/corpus"
+  fi
+else
+  echo "  libFuzzer runtime not available: using the standalone driver"
+  if step "fuzz driver build (ASan+UBSan)" "$LOGS/fuzz-build.log" \
+    clang -fsanitize=address,undefined -fno-sanitize-recover=undefined "${FUZZ_FLAGS[@]}" \
+    "$ROOT/test/fuzz/fuzz_main.c" -o "$FZ/fuzz_main"; then
+    step "fuzz driver: corpus + random inputs" "$LOGS/fuzz-run.log" \
+      env ASAN_OPTIONS=detect_leaks=0 "$FZ/fuzz_main" "$ROOT/test/fuzz/corpus" \
+      --random $((FUZZ_RUNS / 20)) --seed 1
+  fi
+fi
+
+# ---- aarch64: cross build, and a run under qemu with 4, 16 and 64 KiB pages -------------
+
+say "aarch64 cross build and qemu runs"
+need aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
+need qemu-aarch64 qemu-user
+if command -v aarch64-linux-gnu-gcc >/dev/null; then
+  A64="$B/aarch64"
+  mkdir -p "$A64"
+  if step "aarch64 build (-Werror)" "$LOGS/aarch64-build.log" bash -c '
+      set -e
+      for f in "$1"/src/*.c; do
+        aarch64-linux-gnu-gcc -std=gnu11 -O2 -fPIC -Wall -Wextra -Wshadow -Werror \
+          -fvisibility=hidden -ftls-model=initial-exec -I"$1/include" -c "$f" \
+          -o "$2/$(basename "$f" .c).o"
+      done
+      aarch64-linux-gnu-gcc -shared -o "$2/librill.so" "$2"/*.o -lpthread
+      aarch64-linux-gnu-gcc -O2 -pthread "$1/test/test_pagesize.c" -o "$2/test_pagesize" \
+        -L"$2" -lrill -Wl,-rpath,"$2"' _ "$ROOT" "$A64"; then
+    if command -v qemu-aarch64 >/dev/null; then
+      for pg in 4096 16384 65536; do
+        step "aarch64 qemu run, ${pg}-byte pages" "$LOGS/aarch64-qemu-$pg.log" \
+          timeout 300 qemu-aarch64 -p "$pg" -L /usr/aarch64-linux-gnu "$A64/test_pagesize"
+      done
+    else
+      failed "aarch64 qemu runs (qemu-user not available)"
+    fi
+  fi
+else
+  failed "aarch64 cross build (gcc-aarch64-linux-gnu not available)"
+fi
+
+# ---- UndefinedBehaviorSanitizer ----------------------------------------------------------
+
+say "UBSan build (-DRILL_UBSAN=ON) and CTest"
+export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1"
+if step "configure (UBSan)" "$LOGS/ubsan-configure.log" \
+  env CC=gcc CXX=g++ cmake -S "$ROOT" -B "$B/ubsan" -DCMAKE_BUILD_TYPE=Release -DRILL_UBSAN=ON \
+  -DRILL_WERROR=ON -DRILL_BENCH=OFF -DRILL_TEST_LONG=$LONG_FLAG &&
+  step "build (UBSan)" "$LOGS/ubsan-build.log" cmake --build "$B/ubsan" -j "$JOBS"; then
+  ctest_counted ctest-ubsan "$B/ubsan"
+else
+  failed "ctest (UBSan build did not build)"
+fi
+
+# ---- summary ------------------------------------------------------------------------------
+
+say "summary"
+if [ $FAILED -gt 0 ]; then
+  echo "failed:"
+  for n in "${FAILED_NAMES[@]}"; do echo "  - $n"; done
+fi
+echo "logs: $LOGS"
+echo "$PASSED passed, $FAILED failed"
+[ $FAILED -eq 0 ]

@@ -1,0 +1,202 @@
+/* test_badfree.c - proves free() and realloc() of pointers rill never returned (wild,
+ * stack, interior, foreign mmap, static data) are caught: the process prints
+ * "rill: free(): invalid pointer 0x..." (or realloc()) with that address and aborts. */
+#include "rill_test.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+static char static_data[256];
+
+enum kind {
+  K_WILD,
+  K_STACK,
+  K_SMALL_PLUS8,
+  K_SMALL_PLUS16,
+  K_MEDIUM_INTERIOR,
+  K_LARGE_INTERIOR,
+  K_HUGE_INTERIOR,
+  K_FOREIGN_MMAP,
+  K_STATIC,
+  K_COUNT
+};
+static const char *const kind_name[] = {
+    "wild pointer 0x1234560",
+    "stack address",
+    "malloc(64) + 8",
+    "malloc(256) + 16 (16-aligned interior)",
+    "malloc(5000) + 1024",
+    "malloc(200 KiB) + 4096",
+    "malloc(40 MiB) + 4096",
+    "page from a separate mmap",
+    "address in the program's data",
+};
+
+enum api { A_FREE, A_REALLOC, A_RILL_FREE, A_RILL_REALLOC, A_FREE_SIZED, A_COUNT };
+static const char *const api_name[] = {"free", "realloc", "rill_free", "rill_realloc",
+                                       "free_sized"};
+/* The function name rill must print for each entry point (free_sized may name itself). */
+static const char *const api_msg[] = {"free", "realloc", "free", "realloc", "free"};
+static const char *const api_msg_alt[] = {NULL, NULL, NULL, NULL, "free_sized"};
+
+/* Builds the bad pointer for a case; runs in the child. */
+static void *bad_pointer(enum kind k, volatile char *stack_buf) {
+  void *p;
+  switch (k) {
+  case K_WILD:
+    return (void *)(uintptr_t)0x1234560;
+  case K_STACK:
+    return (void *)(stack_buf + 16);
+  case K_SMALL_PLUS8:
+    p = malloc(64);
+    return p ? (char *)p + 8 : NULL;
+  case K_SMALL_PLUS16:
+    p = malloc(256);
+    return p ? (char *)p + 16 : NULL;
+  case K_MEDIUM_INTERIOR:
+    p = malloc(5000);
+    return p ? (char *)p + 1024 : NULL;
+  case K_LARGE_INTERIOR:
+    p = malloc(200 * KiB);
+    return p ? (char *)p + 4096 : NULL;
+  case K_HUGE_INTERIOR:
+    p = malloc(40 * MiB);
+    return p ? (char *)p + 4096 : NULL;
+  case K_FOREIGN_MMAP:
+    p = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : (char *)p + 4096;
+  case K_STATIC:
+    return static_data + 64;
+  default:
+    return NULL;
+  }
+}
+
+/* Child: report the bad pointer to the parent through fd, then hand it to the allocator. */
+static void child(enum kind k, enum api a, int fd) {
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  volatile char stack_buf[64];
+  memset((char *)stack_buf, 1, sizeof stack_buf);
+  /* Keep the heap busy so a bad free lands among real blocks. */
+  for (int i = 0; i < 100; i++) keep(malloc((size_t)(i * 37 % 900 + 1)));
+  void *bad = bad_pointer(k, stack_buf);
+  if (!bad) _exit(3);
+  uintptr_t addr = (uintptr_t)bad;
+  if (write(fd, &addr, sizeof addr) != (ssize_t)sizeof addr) _exit(4);
+  close(fd);
+  switch (a) {
+  case A_FREE:
+    free(bad);
+    break;
+  case A_REALLOC:
+    keep(realloc(bad, 100));
+    break;
+  case A_RILL_FREE:
+    rill_free(bad);
+    break;
+  case A_RILL_REALLOC:
+    keep(rill_realloc(bad, 100));
+    break;
+  default:
+    free_sized(bad, 64);
+    break;
+  }
+  _exit(0); /* reached only when the bad pointer went unnoticed */
+}
+
+static void run_case(enum kind k, enum api a) {
+  int err_pipe[2], addr_pipe[2];
+  if (pipe(err_pipe) || pipe(addr_pipe)) DIE("pipe");
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) DIE("fork");
+  if (pid == 0) {
+    close(err_pipe[0]);
+    close(addr_pipe[0]);
+    dup2(err_pipe[1], 2);
+    close(err_pipe[1]);
+    child(k, a, addr_pipe[1]);
+  }
+  close(err_pipe[1]);
+  close(addr_pipe[1]);
+  uintptr_t addr = 0;
+  ssize_t got = read(addr_pipe[0], &addr, sizeof addr);
+  close(addr_pipe[0]);
+  char out[8192];
+  size_t len = 0;
+  for (;;) {
+    ssize_t r = read(err_pipe[0], out + len, sizeof out - 1 - len);
+    if (r <= 0) break;
+    len += (size_t)r;
+    if (len == sizeof out - 1) break;
+  }
+  out[len] = 0;
+  close(err_pipe[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  char ctx[200];
+  snprintf(ctx, sizeof ctx, "%s() of %s", api_name[a], kind_name[k]);
+  if (got != (ssize_t)sizeof addr) {
+    FAIL("%s: child could not build the pointer (status %#x)", ctx, st);
+    return;
+  }
+  bool ok = true;
+  if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT) {
+    if (WIFSIGNALED(st))
+      FAIL("%s (%#lx): child died of signal %d (%s), want SIGABRT", ctx, (unsigned long)addr,
+           WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+      FAIL("%s (%#lx): child exited with status %d instead of aborting", ctx, (unsigned long)addr,
+           WEXITSTATUS(st));
+    ok = false;
+  }
+  char want[64];
+  snprintf(want, sizeof want, "rill: %s(): invalid pointer 0x", api_msg[a]);
+  const char *m = strstr(out, want);
+  if (!m && api_msg_alt[a]) {
+    snprintf(want, sizeof want, "rill: %s(): invalid pointer 0x", api_msg_alt[a]);
+    m = strstr(out, want);
+  }
+  if (!m) {
+    FAIL("%s (%#lx): stderr lacks \"%s...\"; it was: \"%.300s\"", ctx, (unsigned long)addr, want,
+         out);
+    ok = false;
+  } else {
+    unsigned long long shown = strtoull(m + strlen(want), NULL, 16);
+    if (shown != (unsigned long long)addr) {
+      FAIL("%s: message shows address %#llx, the pointer was %#lx", ctx, shown,
+           (unsigned long)addr);
+      ok = false;
+    }
+  }
+  printf("  %-58s %s\n", ctx, ok ? "ok" : "FAILED");
+}
+
+int main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  setvbuf(stdout, NULL, _IONBF, 0);
+  for (int k = 0; k < K_COUNT; k++)
+    for (int a = 0; a < A_COUNT; a++) {
+      /* free_sized only with the simple small-block case, one is enough */
+      if (a == A_FREE_SIZED && k != K_SMALL_PLUS8 && k != K_WILD) continue;
+      run_case((enum kind)k, (enum api)a);
+    }
+  /* Sanity: valid frees in a child do not abort. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    void *p = malloc(100), *q = malloc(40 * MiB), *r = memalign(4096, 10);
+    free(p);
+    free(q);
+    free(r);
+    free(NULL);
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "valid frees in a child: status %#x", st);
+  return t_finish("test_badfree");
+}

@@ -1,0 +1,173 @@
+/* test_memory.c - proves rill gives memory back: after 500 MiB of small objects from 4
+ * threads are freed and malloc_trim(0) / rill_collect(true) runs, RSS returns near its
+ * start; huge blocks are unmapped, and leave RSS, the moment they are freed. */
+#include "rill_test.h"
+
+#include <pthread.h>
+
+#define NTHREADS 4
+
+static size_t total_bytes = 500 * MiB;
+static size_t slack = 64 * MiB;
+
+/* Objects form a singly linked list through their first word, so the test itself needs
+ * no bookkeeping memory that would blur the RSS figures. */
+struct node {
+  struct node *next;
+  size_t size;
+};
+
+struct worker {
+  int id;
+  bool free_own; /* free the objects in this thread, or leave them for the main thread */
+  struct node *head;
+  size_t bytes, count;
+};
+
+static void *worker(void *arg) {
+  struct worker *w = arg;
+  uint64_t rs = (uint64_t)w->id * 1000003 + 17;
+  size_t target = total_bytes / NTHREADS;
+  w->head = NULL;
+  w->bytes = w->count = 0;
+  while (w->bytes < target) {
+    size_t n = 16 + (size_t)(rng_next(&rs) % 1009); /* small: 16 .. 1024 bytes */
+    struct node *o = keep(T_malloc(n));
+    if (!o) DIE("malloc(%zu) failed after %zu bytes", n, w->bytes);
+    memset(o, (int)(n & 0xff), n); /* touch every byte */
+    o->next = w->head;
+    o->size = n;
+    w->head = o;
+    w->bytes += n;
+    w->count++;
+  }
+  if (w->free_own) {
+    for (struct node *o = w->head; o;) {
+      struct node *next = o->next;
+      T_free(o);
+      o = next;
+    }
+    w->head = NULL;
+  }
+  return NULL;
+}
+
+static void free_list(struct node *o) {
+  while (o) {
+    struct node *next = o->next;
+    const unsigned char *b = (const unsigned char *)o;
+    if (o->size > sizeof *o && b[o->size - 1] != (unsigned char)(o->size & 0xff))
+      DIE("object %p of %zu bytes lost its contents", (void *)o, o->size);
+    T_free(o);
+    o = next;
+  }
+}
+
+static void phase(const char *name, bool free_own, int purge) {
+  size_t start = rss_bytes();
+  struct worker w[NTHREADS];
+  pthread_t th[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++) {
+    w[i] = (struct worker){.id = i, .free_own = free_own};
+    if (pthread_create(&th[i], NULL, worker, &w[i])) DIE("pthread_create");
+  }
+  for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
+  size_t peak = rss_bytes();
+  if (!free_own)
+    for (int i = 0; i < NTHREADS; i++) free_list(w[i].head);
+  size_t freed = rss_bytes();
+  if (purge == 0)
+    T_trim();
+  else
+    (void)rill_collect(true);
+  size_t end = rss_bytes();
+  printf("  %-38s RSS start %4zu MiB, peak %4zu MiB, after free %4zu MiB, after %s %4zu MiB\n",
+         name, start / MiB, peak / MiB, freed / MiB, purge == 0 ? T_API "trim" : "rill_collect",
+         end / MiB);
+  CHECK(peak >= total_bytes / 2, "%s: RSS only %zu MiB while holding %zu MiB (measurement broken?)",
+        name, peak / MiB, total_bytes / MiB);
+  CHECK(end <= start + slack,
+        "%s: RSS is %zu MiB after freeing everything and purging, started at %zu MiB (allowed "
+        "+%zu MiB)",
+        name, end / MiB, start / MiB, slack / MiB);
+}
+
+static void huge_block(void) {
+  const size_t n = 256 * MiB;
+  size_t before = rss_bytes();
+  unsigned char *p = keep(T_malloc(n));
+  if (!p) DIE("malloc(256 MiB) failed");
+  memset(p, 0x5C, n);
+  size_t touched = rss_bytes();
+  if (p[n - 1] != 0x5C || p[n / 2] != 0x5C) FAIL("huge block lost its contents");
+  T_free(p);
+  size_t after = rss_bytes();
+  printf("  %-38s RSS before %4zu MiB, touched %4zu MiB, after free %4zu MiB\n",
+         "huge block 256 MiB", before / MiB, touched / MiB, after / MiB);
+  CHECK(touched >= before + n - 16 * MiB, "touched 256 MiB block: RSS %zu -> %zu MiB", before / MiB,
+        touched / MiB);
+  CHECK(after <= before + 16 * MiB,
+        "freed 256 MiB block still resident: RSS %zu MiB after free, %zu MiB before malloc",
+        after / MiB, before / MiB);
+}
+
+/* True when addr lies inside one of this process's mappings (/proc/self/maps). */
+static bool mapped(const void *addr) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) DIE("cannot open /proc/self/maps");
+  char line[512];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && (uintptr_t)addr >= lo && (uintptr_t)addr < hi)
+      found = true;
+  }
+  fclose(f);
+  return found;
+}
+
+/* Blocks over 32 MiB are mappings of their own: gone from the address space after free,
+ * and counted in huge_bytes while alive. */
+static void huge_unmapped(void) {
+  const size_t sizes[] = {32 * MiB + 1, 40 * MiB, 100 * MiB + 12345};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t n = sizes[k];
+    struct rill_stats before, during, after;
+    rill_stats_get(&before);
+    unsigned char *p = keep(T_malloc(n));
+    if (!p) DIE("malloc(%zu) failed", n);
+    p[0] = 1;
+    p[n - 1] = 2;
+    rill_stats_get(&during);
+    CHECK(mapped(p) && mapped(p + n - 1), "huge block %p (%zu bytes) is not mapped", (void *)p, n);
+    CHECK(during.huge_bytes >= before.huge_bytes + n,
+          "huge_bytes %" PRIu64 " -> %" PRIu64 " with a live %zu-byte block", before.huge_bytes,
+          during.huge_bytes, n);
+    T_free(p);
+    rill_stats_get(&after);
+    CHECK(!mapped(p) && !mapped(p + n - 1),
+          "freed huge block %p (%zu bytes) is still mapped: not unmapped on free", (void *)p, n);
+    CHECK(after.huge_bytes == before.huge_bytes,
+          "huge_bytes %" PRIu64 " after free, %" PRIu64 " before malloc(%zu)", after.huge_bytes,
+          before.huge_bytes, n);
+  }
+  printf("  %-38s ok\n", "huge blocks unmapped on free");
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--mib") && i + 1 < argc)
+      total_bytes = (size_t)strtoul(argv[++i], NULL, 0) * MiB;
+    else
+      DIE("usage: test_memory [--mib N]");
+  }
+  setvbuf(stdout, NULL, _IONBF, 0);
+  huge_unmapped();
+  huge_block();
+  phase("owners free, then trim", true, 0);
+  phase("main thread frees, then rill_collect", false, 1);
+  phase("owners free, then rill_collect", true, 1);
+  phase("main thread frees, then trim", false, 0);
+  huge_block();
+  return t_finish("test_memory");
+}
