@@ -23,7 +23,6 @@ static inline heap_t *cur_heap(void) { return rill_tls; }
 static heap_t *subheap[NSUB];
 static pthread_mutex_t sublock[NSUB] = {[0 ... NSUB - 1] = PTHREAD_MUTEX_INITIALIZER};
 static _Atomic int sub_ready;
-heap_t *heap_new_variant(void) INTERNAL;
 static unsigned sub_index(void) {
   uint64_t t = (uint64_t)pthread_self();
   return (unsigned)(((t >> 12) * 0x9E3779B97F4A7C15ull) >> 40) % NSUB;

@@ -26,12 +26,10 @@ static heap_t *heaps;                 /* MAX_HEAPS slots, reserved at start-up *
 static _Atomic uint32_t heaps_top;
 static _Atomic uint64_t heaps_free;   /* tagged stack of recycled ids: id+1 | tag */
 
-unsigned rill_class_order(unsigned cls) INTERNAL;
 
 heap_t *heap_at(uint32_t id) { return &heaps[id]; }
 uint32_t heap_count(void) { return atomic_load_explicit(&heaps_top, ACQ); }
 
-bool heap_module_init(void) INTERNAL;
 bool heap_module_init(void) {
   heaps = os_map(sizeof(heap_t) * MAX_HEAPS);
   backing.stripe = 0;
@@ -219,7 +217,6 @@ heap_t *heap_get_slow(void) {
   heap_t *h = heap_new();
   if (!h) return NULL;
   rill_tls = h;
-  void rill_thread_register(heap_t *) INTERNAL;
   rill_thread_register(h);
   return h;
 }
@@ -242,7 +239,6 @@ void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) {
 }
 
 /* Heaps for the locked comparison variants; they live for the whole run. */
-heap_t *heap_new_variant(void) INTERNAL;
 heap_t *heap_new_variant(void) { return heap_new(); }
 
 /* ---- frees that miss the fast path ------------------------------------- */
@@ -382,9 +378,6 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
 }
 
 /* ---- fork --------------------------------------------------------------- */
-void heap_fork_prepare(void) INTERNAL;
-void heap_fork_parent(void) INTERNAL;
-void heap_fork_child(void) INTERNAL;
 void heap_fork_prepare(void) { spin_lock(&backing_lock); }
 void heap_fork_parent(void) { spin_unlock(&backing_lock); }
 void heap_fork_child(void) { atomic_store_explicit(&backing_lock, 0, RLX); }

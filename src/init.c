@@ -17,12 +17,6 @@ static _Atomic int init_lock;
 static _Atomic int key_state; /* 0 none, 1 being created, 2 ready */
 static pthread_key_t exit_key;
 
-bool heap_module_init(void) INTERNAL;
-void heap_fork_prepare(void) INTERNAL;
-void heap_fork_parent(void) INTERNAL;
-void heap_fork_child(void) INTERNAL;
-void rill_thread_register(heap_t *h) INTERNAL;
-void rill_stats_at_exit(void) INTERNAL;
 
 /* ---- messages without stdio --------------------------------------------- */
 void rill_fmt_hex(char *out, uintptr_t v) {

@@ -142,7 +142,6 @@ size_t pool_purge(void) INTERNAL;
 uint64_t pool_purged_bytes(void) INTERNAL;
 void orphan_put(span_t *sp) INTERNAL;
 span_t *orphan_get(unsigned cls) INTERNAL;
-size_t pool_count(unsigned order) INTERNAL;
 
 /* tagged Treiber stack of spans: head = index + 1 (32 bits) | tag (32 bits) */
 typedef _Atomic uint64_t span_stack_t;
@@ -159,6 +158,7 @@ bool span_block_ok(const span_t *sp, uintptr_t p) INTERNAL;
 span_t *span_lookup(const void *p) INTERNAL;
 void span_free_remote(struct heap *h, span_t *sp, block_t *b) INTERNAL;
 uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
+unsigned rill_class_order(unsigned cls) INTERNAL;
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
 typedef struct heap {
@@ -189,6 +189,11 @@ void heap_collect(heap_t *h) INTERNAL;
 heap_t *heap_at(uint32_t id) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
+bool heap_module_init(void) INTERNAL;
+heap_t *heap_new_variant(void) INTERNAL;
+void heap_fork_prepare(void) INTERNAL;
+void heap_fork_parent(void) INTERNAL;
+void heap_fork_child(void) INTERNAL;
 
 /* ---- huge objects (huge.c) --------------------------------------------- */
 void *huge_alloc(size_t n, size_t align) INTERNAL;
@@ -215,6 +220,8 @@ COLD void rill_invalid(const char *fn, const void *p) INTERNAL __attribute__((no
 void rill_message(const char *a, const char *b) INTERNAL;
 void rill_fmt_hex(char *out, uintptr_t v) INTERNAL;
 void rill_fmt_dec(char *out, uint64_t v) INTERNAL;
+void rill_thread_register(heap_t *h) INTERNAL;
+void rill_stats_at_exit(void) INTERNAL;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -188,17 +188,6 @@ size_t pool_purge(void) {
   return purge_pass((uint32_t)os_now_ms() + 1, false);
 }
 
-size_t pool_count(unsigned order) {
-  size_t n = 0;
-  for (unsigned s = 0; s < rill_arena.stripes; s++) {
-    uint64_t h = atomic_load_explicit(&pool[order][s].top, ACQ);
-    /* approximate: walks a chain that may change under us; bounded */
-    for (uint32_t l = (uint32_t)h; l && n < rill_arena.nslots; n++)
-      l = atomic_load_explicit(&span_of_index(l - 1)->link, RLX);
-  }
-  return n;
-}
-
 void orphan_put(span_t *sp) { stack_push(&orphans[sp->cls].top, sp); }
 
 span_t *orphan_get(unsigned cls) { return stack_pop(&orphans[cls].top); }

@@ -23,7 +23,6 @@ static unsigned class_order(unsigned cls) {
 
 static uint64_t magic_of(size_t bsize) { return (((uint64_t)1 << 40) + bsize - 1) / bsize; }
 
-unsigned rill_class_order(unsigned cls) INTERNAL;
 unsigned rill_class_order(unsigned cls) { return class_order(cls); }
 
 void span_init_class(span_t *sp, unsigned cls, heap_t *h) {

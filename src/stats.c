@@ -4,7 +4,6 @@
 
 #include "internal.h"
 
-void rill_stats_at_exit(void) INTERNAL;
 
 __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *out) {
   struct rill_stats s = {0};
