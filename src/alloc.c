@@ -12,14 +12,16 @@
 
 /* ---- which heap: the thread's own, or a locked shared one (variants) ---- */
 #if RILL_VARIANT == 0
-static inline heap_t *cur_heap(void) { return rill_tls; }
+static inline heap_t *cur_heap(void) {
+  return rill_tls;
+}
 #define LOCK(h)   ((void)0)
 #define UNLOCK(h) ((void)0)
 #else
 /* Comparison baselines built from the same sources (ar-malloc note, LKmalloc
  * §6-7): variant 1 puts every operation under one lock; variant 2 maps
  * threads onto NSUB locked heaps by hashing the thread id. */
-#define NSUB (RILL_VARIANT == 1 ? 1 : 8)
+#define NSUB      (RILL_VARIANT == 1 ? 1 : 8)
 static heap_t *subheap[NSUB];
 static pthread_mutex_t sublock[NSUB] = {[0 ... NSUB - 1] = PTHREAD_MUTEX_INITIALIZER};
 static _Atomic int sub_ready;
@@ -60,7 +62,7 @@ static inline void *malloc_fast(heap_t *h, size_t n) {
     block_t *b = sp->free;
     if (likely(b != NULL)) {
       sp->free = b->next;
-      sp->used++;
+      used_set(sp, used_get(sp) + 1);
       return b;
     }
   }
@@ -92,7 +94,12 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
       rill_invalid(fn, p);
     b->next = head;
     sp->free = b;
-    if (unlikely(--sp->used == 0) && atomic_load_explicit(&sp->where, RLX) != AT_HOT)
+    uint32_t u = used_get(sp) - 1;
+    used_dec(sp, u);
+    /* a span on the reusable list goes back to the pool when its last block
+     * returns: here or in a remote free (scalloc's eager return) */
+    if (unlikely(atomic_load_explicit(&sp->where, RLX) == AT_LISTED) &&
+        XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u)
       heap_span_emptied(h, sp);
     return;
   }
@@ -212,7 +219,9 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
   return q;
 }
 
-EXPORT void *rill_realloc(void *p, size_t n) { return realloc_named(p, n, "realloc"); }
+EXPORT void *rill_realloc(void *p, size_t n) {
+  return realloc_named(p, n, "realloc");
+}
 
 EXPORT void *rill_reallocarray(void *p, size_t count, size_t size) {
   size_t n;
@@ -223,7 +232,9 @@ EXPORT void *rill_reallocarray(void *p, size_t count, size_t size) {
   return realloc_named(p, n, "reallocarray");
 }
 
-static inline bool pow2(size_t a) { return a && !(a & (a - 1)); }
+static inline bool pow2(size_t a) {
+  return a && !(a & (a - 1));
+}
 
 EXPORT int rill_posix_memalign(void **out, size_t align, size_t n) {
   if (!pow2(align) || align % sizeof(void *)) return EINVAL;
@@ -264,7 +275,9 @@ static size_t page_size(void) {
   return rill_arena.page ? rill_arena.page : 4096;
 }
 
-EXPORT void *rill_valloc(size_t n) { return alloc_aligned(page_size(), n); }
+EXPORT void *rill_valloc(size_t n) {
+  return alloc_aligned(page_size(), n);
+}
 
 EXPORT void *rill_pvalloc(size_t n) {
   size_t pg = page_size(), r = (n + pg - 1) & ~(pg - 1);

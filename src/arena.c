@@ -13,15 +13,19 @@ arena_t rill_arena;
 _Atomic size_t rill_arena_top;
 
 void *os_map(size_t n) {
-  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void *p =
+      mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
-void os_unmap(void *p, size_t n) { munmap(p, n); }
+void os_unmap(void *p, size_t n) {
+  munmap(p, n);
+}
 
 /* Gives pages back; the range stays mapped and reads as zero afterwards. */
-void os_purge(void *p, size_t n) { madvise(p, n, MADV_DONTNEED); }
+void os_purge(void *p, size_t n) {
+  madvise(p, n, MADV_DONTNEED);
+}
 
 /* Timed purging may use MADV_FREE: cheaper, but pages leave RSS only under
  * memory pressure, and their contents are no longer known to be zero. */

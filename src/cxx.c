@@ -43,12 +43,26 @@ static inline void *new_aligned(size_t n, size_t a, bool nothrow) {
 }
 
 /* new / new[] */
-EXPORT void *_Znwm(size_t n) { return new_plain(n, false); }
-EXPORT void *_Znam(size_t n) { return new_plain(n, false); }
-EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t) { (void)t; return new_plain(n, true); }
-EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t) { (void)t; return new_plain(n, true); }
-EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a, false); }
-EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a, false); }
+EXPORT void *_Znwm(size_t n) {
+  return new_plain(n, false);
+}
+EXPORT void *_Znam(size_t n) {
+  return new_plain(n, false);
+}
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t) {
+  (void)t;
+  return new_plain(n, true);
+}
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t) {
+  (void)t;
+  return new_plain(n, true);
+}
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) {
+  return new_aligned(n, a, false);
+}
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) {
+  return new_aligned(n, a, false);
+}
 EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) {
   (void)t;
   return new_aligned(n, a, true);
@@ -59,16 +73,38 @@ EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *
 }
 
 /* delete / delete[]: plain, sized, aligned, nothrow */
-EXPORT void _ZdlPv(void *p) { rill_free(p); }
-EXPORT void _ZdaPv(void *p) { rill_free(p); }
-EXPORT void _ZdlPvm(void *p, size_t n) { rill_free_sized(p, n); }
-EXPORT void _ZdaPvm(void *p, size_t n) { rill_free_sized(p, n); }
-EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { (void)t; rill_free(p); }
-EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { (void)t; rill_free(p); }
-EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { rill_free_aligned_sized(p, a, 0); }
-EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { rill_free_aligned_sized(p, a, 0); }
-EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { rill_free_aligned_sized(p, a, n); }
-EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { rill_free_aligned_sized(p, a, n); }
+EXPORT void _ZdlPv(void *p) {
+  rill_free(p);
+}
+EXPORT void _ZdaPv(void *p) {
+  rill_free(p);
+}
+EXPORT void _ZdlPvm(void *p, size_t n) {
+  rill_free_sized(p, n);
+}
+EXPORT void _ZdaPvm(void *p, size_t n) {
+  rill_free_sized(p, n);
+}
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t) {
+  (void)t;
+  rill_free(p);
+}
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t) {
+  (void)t;
+  rill_free(p);
+}
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) {
+  rill_free_aligned_sized(p, a, 0);
+}
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) {
+  rill_free_aligned_sized(p, a, 0);
+}
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) {
+  rill_free_aligned_sized(p, a, n);
+}
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) {
+  rill_free_aligned_sized(p, a, n);
+}
 EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) {
   (void)t;
   rill_free_aligned_sized(p, a, 0);

@@ -8,11 +8,12 @@
 
 #include "internal.h"
 
-#define MAX_HEAPS   65536u
-#define INBOX_SHUT  ((uint64_t)1 << 63)
+#define MAX_HEAPS  65536u
+#define INBOX_SHUT ((uint64_t)1 << 63)
 
 span_t rill_empty_span;
-#define EMPTY_HOT {[0 ... NCLASSES - 1] = &rill_empty_span}
+#define EMPTY_HOT                                                                                  \
+  { [0 ... NCLASSES - 1] = &rill_empty_span }
 heap_t rill_empty_heap = {.hot = EMPTY_HOT};
 heap_t rill_done_heap = {.hot = EMPTY_HOT};
 __thread heap_t *rill_tls = &rill_empty_heap;
@@ -22,13 +23,16 @@ __thread heap_t *rill_tls = &rill_empty_heap;
 static heap_t backing = {.hot = EMPTY_HOT};
 static _Atomic int backing_lock;
 
-static heap_t *heaps;                 /* MAX_HEAPS slots, reserved at start-up */
+static heap_t *heaps; /* MAX_HEAPS slots, reserved at start-up */
 static _Atomic uint32_t heaps_top;
-static _Atomic uint64_t heaps_free;   /* tagged stack of recycled ids: id+1 | tag */
+static _Atomic uint64_t heaps_free; /* tagged stack of recycled ids: id+1 | tag */
 
-
-heap_t *heap_at(uint32_t id) { return &heaps[id]; }
-uint32_t heap_count(void) { return atomic_load_explicit(&heaps_top, ACQ); }
+heap_t *heap_at(uint32_t id) {
+  return &heaps[id];
+}
+uint32_t heap_count(void) {
+  return atomic_load_explicit(&heaps_top, ACQ);
+}
 
 bool heap_module_init(void) {
   heaps = os_map(sizeof(heap_t) * MAX_HEAPS);
@@ -75,20 +79,66 @@ static void heap_recycle(heap_t *h) {
 }
 
 /* ---- the owner's reusable lists ---------------------------------------- */
+/* The lists belong to the owner, but a remote free that empties a LISTED span
+ * must unlink it to return it at once, so they sit behind the heap's lock.
+ * Only slow paths take it; the owner's fast free never touches the lists. */
+static void list_unlink(heap_t *h, span_t *sp) {
+  if (sp->prev)
+    sp->prev->next = sp->next;
+  else
+    h->list[sp->cls] = sp->next;
+  if (sp->next) sp->next->prev = sp->prev;
+  sp->prev = sp->next = NULL;
+  atomic_store_explicit(&sp->where, AT_NONE, RLX);
+}
+
+/* Empty LISTED span, claimed (state FREE) by whoever saw its last block come
+ * back: off the list, unless the owner already took it off, and to the pool. */
+void heap_claimed(span_t *sp, unsigned stripe) {
+  heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
+  spin_lock(&owner->lock);
+  if (atomic_load_explicit(&sp->where, RLX) == AT_LISTED) list_unlink(owner, sp);
+  spin_unlock(&owner->lock);
+  pool_put(sp, stripe);
+}
+
+/* Claims a LISTED span whose blocks are all back (its owner's `used` equals
+ * the remote count). */
+static bool listed_claim(span_t *sp, uint64_t x, uint32_t used, unsigned stripe) {
+  while (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used) {
+    if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
+      heap_claimed(sp, stripe);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Attached span -> LISTED on this heap's reusable list (scalloc: reusable).
+ * It may be empty already, when remote frees outran the owner. */
 static void list_push(heap_t *h, span_t *sp) {
+  spin_lock(&h->lock);
   sp->prev = NULL;
   sp->next = h->list[sp->cls];
   if (sp->next) sp->next->prev = sp;
   h->list[sp->cls] = sp;
   atomic_store_explicit(&sp->where, AT_LISTED, RLX);
+  uint64_t x = atomic_fetch_or_explicit(&sp->xf, XF_MAKE(ST_LISTED, 0, 0), ACQREL);
+  spin_unlock(&h->lock);
+  listed_claim(sp, XF_WITH(ST_LISTED, x), used_get(sp), h->stripe);
 }
 
-static void list_unlink(heap_t *h, span_t *sp) {
-  if (sp->prev) sp->prev->next = sp->next;
-  else h->list[sp->cls] = sp->next;
-  if (sp->next) sp->next->prev = sp->prev;
-  sp->prev = sp->next = NULL;
-  atomic_store_explicit(&sp->where, AT_NONE, RLX);
+/* LISTED -> ATTACHED for a span just unlinked under the lock: its remote
+ * list becomes local. False when a free claimed it first (it pools it). */
+static bool listed_detach(span_t *sp) {
+  uint64_t x = atomic_load_explicit(&sp->xf, RLX);
+  while (XF_STATE(x) == ST_LISTED) {
+    if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_MAKE(ST_ATTACHED, 0, 0), ACQ, RLX)) {
+      span_take_list(sp, x);
+      return true;
+    }
+  }
+  return false;
 }
 
 /* ---- inbox: spans other threads hand back to this heap ----------------- */
@@ -116,7 +166,7 @@ static bool heap_adopt(heap_t *h, span_t *sp) {
   uint64_t x = atomic_exchange_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), ACQ);
   atomic_store_explicit(&sp->heap, h, RLX);
   span_take_list(sp, x);
-  if (sp->used == 0) {
+  if (used_get(sp) == 0) {
     pool_put(sp, h->stripe);
     return false;
   }
@@ -142,7 +192,7 @@ static void inbox_drain(heap_t *h, bool shut) {
  * if no remote free arrived, so a span is never floated with free blocks
  * nobody would notice (Streamflow's orphaning CAS, §3.1.1). */
 static bool heap_retire(heap_t *h, span_t *sp) {
-  atomic_store_explicit(&sp->fused, sp->used, RLX);
+  atomic_store_explicit(&sp->fused, used_get(sp), RLX);
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   uint64_t expect = XF_MAKE(ST_ATTACHED, 0, 0);
@@ -160,17 +210,24 @@ static bool heap_retire(heap_t *h, span_t *sp) {
 /* Next hot span for a class: this heap's reusable spans, those handed back
  * through the inbox, orphans of dead threads, then an empty span from the
  * pool (scalloc Listing 3, get_span). */
+static span_t *list_pop(heap_t *h, unsigned cls) {
+  span_t *sp;
+  spin_lock(&h->lock);
+  while ((sp = h->list[cls]) != NULL) {
+    list_unlink(h, sp);
+    if (listed_detach(sp)) break;
+  }
+  spin_unlock(&h->lock);
+  return sp;
+}
+
 static span_t *heap_next_span(heap_t *h, unsigned cls) {
-  span_t *sp = h->list[cls];
+  span_t *sp = list_pop(h, cls);
   if (!sp) {
     inbox_drain(h, false);
-    sp = h->list[cls];
+    sp = list_pop(h, cls);
   }
-  if (sp) {
-    list_unlink(h, sp);
-    span_collect(sp);
-    return sp;
-  }
+  if (sp) return sp;
   while ((sp = orphan_get(cls)) != NULL)
     if (heap_adopt(h, sp)) return sp;
   sp = pool_get(rill_class_order(cls), h->stripe);
@@ -184,7 +241,7 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
     block_t *b = sp->free;
     if (b) {
       sp->free = b->next;
-      sp->used++;
+      used_set(sp, used_get(sp) + 1);
       return b;
     }
     if (sp != &rill_empty_span) {
@@ -239,24 +296,33 @@ void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) {
 }
 
 /* Heaps for the locked comparison variants; they live for the whole run. */
-heap_t *heap_new_variant(void) { return heap_new(); }
+heap_t *heap_new_variant(void) {
+  return heap_new();
+}
 
 /* ---- frees that miss the fast path ------------------------------------- */
-/* The owner's local free emptied a span it tracks: back to the pool at once
- * (scalloc's eager return). The hot span stays, to avoid thrashing. */
+/* The owner's free left a LISTED span with at most one block out besides
+ * those on its remote list. When all are back the span goes to the pool at
+ * once (scalloc's eager return); the hot span stays, to avoid thrashing.
+ * With one block out, a remote free of it may be racing with this free: the
+ * fence pairs with that free's sequentially consistent push, so one of the
+ * two sees the other (a store-buffering pattern; the fence is paid once per
+ * span, not per free). */
 void heap_span_emptied(heap_t *h, span_t *sp) {
-  if (atomic_load_explicit(&sp->where, RLX) != AT_LISTED) return;
-  list_unlink(h, sp);
-  atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
-  pool_put(sp, h->stripe);
+  uint32_t used = used_get(sp);
+  uint64_t x = atomic_load_explicit(&sp->xf, RLX);
+  if (XF_COUNT(x) != used) {
+    atomic_thread_fence(memory_order_seq_cst);
+    x = atomic_load_explicit(&sp->xf, RLX);
+  }
+  listed_claim(sp, x, used, h->stripe);
 }
 
 static void large_free(heap_t *h, span_t *sp, void *p, const char *fn) {
   uint64_t old = atomic_load_explicit(&sp->xf, RLX);
   do {
     if (XF_STATE(old) != ST_FLOATING) rill_invalid(fn, p);
-  } while (!atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_FREE, 0, 0), ACQ,
-                                                  RLX));
+  } while (!atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX));
   pool_put(sp, h->stripe); /* its pages go back after the purge delay */
 }
 
@@ -276,12 +342,12 @@ void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
       if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_ATTACHED, 0, 0), ACQ,
                                                 RLX)) {
         span_take_list(sp, old);
-        atomic_store_explicit(&sp->attached, h, RLX);
-        list_push(h, sp);
         block_t *b = p;
         b->next = sp->free;
         sp->free = b;
-        if (--sp->used == 0) heap_span_emptied(h, sp);
+        used_dec(sp, used_get(sp) - 1);
+        atomic_store_explicit(&sp->attached, h, RLX);
+        list_push(h, sp);
         return;
       }
     }
@@ -298,7 +364,7 @@ static void heap_release(heap_t *h, span_t *sp) {
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   for (;;) {
-    uint32_t used = sp->used;
+    uint32_t used = used_get(sp);
     atomic_store_explicit(&sp->fused, used, RLX);
     if (used == 0) {
       atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
@@ -324,19 +390,26 @@ void heap_collect(heap_t *h) {
     span_t *sp = h->hot[c];
     if (sp != &rill_empty_span) {
       span_collect(sp);
-      if (sp->used == 0) {
+      if (used_get(sp) == 0) {
         h->hot[c] = &rill_empty_span;
         pool_put(sp, h->stripe);
       }
     }
-    for (sp = h->list[c]; sp;) {
-      span_t *next = sp->next;
-      span_collect(sp);
-      if (sp->used == 0) {
-        list_unlink(h, sp);
-        pool_put(sp, h->stripe);
+    /* empty listed spans are normally claimed at once; this catches one
+     * whose owner free lost a race (see heap_span_emptied) */
+    spin_lock(&h->lock);
+    span_t *empty = NULL;
+    for (sp = h->list[c]; sp; sp = sp->next) {
+      uint64_t x = atomic_load_explicit(&sp->xf, ACQ);
+      if (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used_get(sp)) {
+        empty = sp;
+        break;
       }
-      sp = next;
+    }
+    spin_unlock(&h->lock);
+    if (empty) {
+      heap_span_emptied(h, empty);
+      c--; /* look at this class again */
     }
   }
 }
@@ -349,10 +422,7 @@ void heap_thread_done(heap_t *h) {
     if (h->hot[c] != &rill_empty_span) heap_release(h, h->hot[c]);
     h->hot[c] = &rill_empty_span;
     span_t *sp;
-    while ((sp = h->list[c]) != NULL) {
-      list_unlink(h, sp);
-      heap_release(h, sp);
-    }
+    while ((sp = list_pop(h, c)) != NULL) heap_release(h, sp);
   }
   heap_recycle(h);
 }
@@ -378,6 +448,23 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
 }
 
 /* ---- fork --------------------------------------------------------------- */
-void heap_fork_prepare(void) { spin_lock(&backing_lock); }
-void heap_fork_parent(void) { spin_unlock(&backing_lock); }
-void heap_fork_child(void) { atomic_store_explicit(&backing_lock, 0, RLX); }
+/* Every heap's list lock is held across fork, so no list is caught half
+ * unlinked in the child; a free in the child may claim a span of any heap. */
+static void heaps_lock_all(bool lock) {
+  uint32_t n = heap_count();
+  if (n > MAX_HEAPS) n = MAX_HEAPS;
+  for (uint32_t i = 0; i < n; i++) lock ? spin_lock(&heaps[i].lock) : spin_unlock(&heaps[i].lock);
+  lock ? spin_lock(&backing.lock) : spin_unlock(&backing.lock);
+}
+void heap_fork_prepare(void) {
+  spin_lock(&backing_lock);
+  heaps_lock_all(true);
+}
+void heap_fork_parent(void) {
+  heaps_lock_all(false);
+  spin_unlock(&backing_lock);
+}
+void heap_fork_child(void) {
+  heaps_lock_all(false);
+  atomic_store_explicit(&backing_lock, 0, RLX);
+}

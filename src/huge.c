@@ -11,10 +11,10 @@
 #define SHARDS 16
 
 typedef struct huge {
-  uintptr_t user;  /* address handed out; 0 = empty, 1 = deleted */
-  uintptr_t base;  /* start of the mapping */
-  size_t maplen;   /* length of the mapping */
-  size_t size;     /* usable size */
+  uintptr_t user; /* address handed out; 0 = empty, 1 = deleted */
+  uintptr_t base; /* start of the mapping */
+  size_t maplen;  /* length of the mapping */
+  size_t size;    /* usable size */
 } huge_t;
 
 typedef struct shard {
@@ -26,8 +26,12 @@ typedef struct shard {
 static shard_t shards[SHARDS];
 static _Atomic uint64_t live_bytes;
 
-static inline size_t hash(uintptr_t p) { return (size_t)((p >> 12) * 0x9E3779B97F4A7C15ull); }
-static inline shard_t *shard_of(uintptr_t p) { return &shards[(hash(p) >> 58) % SHARDS]; }
+static inline size_t hash(uintptr_t p) {
+  return (size_t)((p >> 12) * 0x9E3779B97F4A7C15ull);
+}
+static inline shard_t *shard_of(uintptr_t p) {
+  return &shards[(hash(p) >> 58) % SHARDS];
+}
 
 static huge_t *find(shard_t *s, uintptr_t p) {
   if (!s->cap) return NULL;
@@ -143,13 +147,17 @@ bool huge_realloc(void *p, size_t n, void **out) {
     registry_add(e); /* the old block is untouched and still live */
   } else {
     huge_t ne = {(uintptr_t)q, (uintptr_t)q, len, len};
-    if (registry_add(ne)) *out = q;
-    else munmap(q, len);
+    if (registry_add(ne))
+      *out = q;
+    else
+      munmap(q, len);
   }
   return true;
 }
 
-uint64_t huge_bytes(void) { return atomic_load_explicit(&live_bytes, RLX); }
+uint64_t huge_bytes(void) {
+  return atomic_load_explicit(&live_bytes, RLX);
+}
 
 void huge_fork_prepare(void) {
   for (int i = 0; i < SHARDS; i++) spin_lock(&shards[i].lock);

@@ -17,7 +17,6 @@ static _Atomic int init_lock;
 static _Atomic int key_state; /* 0 none, 1 being created, 2 ready */
 static pthread_key_t exit_key;
 
-
 /* ---- messages without stdio --------------------------------------------- */
 void rill_fmt_hex(char *out, uintptr_t v) {
   char tmp[17];
@@ -96,8 +95,13 @@ static uint32_t opt_uint(const char *name, uint32_t dflt, uint32_t lo, uint32_t 
   rill_fmt_dec(hi_s, hi);
   rill_fmt_dec(d_s, dflt);
   size_t k = 0;
-  const char *parts[] = {": unrecognised value, accepted: a whole number from ", lo_s, " to ", hi_s,
-                         "; using the default (", d_s, ")"};
+  const char *parts[] = {": unrecognised value, accepted: a whole number from ",
+                         lo_s,
+                         " to ",
+                         hi_s,
+                         "; using the default (",
+                         d_s,
+                         ")"};
   for (unsigned i = 0; i < 7; i++)
     for (const char *c = parts[i]; *c && k < sizeof msg - 1; c++) msg[k++] = *c;
   msg[k] = 0;
@@ -116,7 +120,9 @@ static unsigned opt_word(const char *name, const char *const *words, unsigned n,
 }
 
 /* ---- thread exit and fork ----------------------------------------------- */
-static void thread_exit(void *v) { heap_thread_done(v); }
+static void thread_exit(void *v) {
+  heap_thread_done(v);
+}
 
 static void fork_prepare(void) {
   spin_lock(&init_lock);

@@ -67,65 +67,99 @@ struct heap;
 
 /* Remote-free word (scalloc §5 "Remote f-list encoding", Streamflow §3.1.1
  * `remotely_freed`): head block index + 1 (32 bits), count of blocks on the
- * list (30 bits), span state (2 bits). One CAS pushes a block and can move
- * the span to a new state in the same instruction. */
-enum { ST_ATTACHED = 0, ST_FLOATING = 1, ST_QUEUED = 2, ST_FREE = 3 };
+ * list (29 bits), span state (3 bits). One CAS pushes a block and can move
+ * the span to a new state in the same instruction.
+ *   ATTACHED  a heap allocates from it (hot), or is moving it
+ *   LISTED    on its owner's reusable list (scalloc: reusable, still owned)
+ *   FLOATING  full when its owner let go; `fused` holds its used count
+ *   QUEUED    on an inbox or orphan stack, waiting for a heap to adopt it
+ *   FREE      in the span pool */
+enum { ST_ATTACHED = 0, ST_FLOATING = 1, ST_QUEUED = 2, ST_FREE = 3, ST_LISTED = 4 };
 #define XF_HEAD(x)        ((uint32_t)(x))
-#define XF_COUNT(x)       ((uint32_t)((x) >> 32) & 0x3fffffffu)
-#define XF_STATE(x)       ((unsigned)((x) >> 62))
-#define XF_MAKE(st, n, h) (((uint64_t)(st) << 62) | ((uint64_t)(n) << 32) | (uint64_t)(h))
+#define XF_COUNT(x)       ((uint32_t)((x) >> 32) & 0x1fffffffu)
+#define XF_STATE(x)       ((unsigned)((x) >> 61))
+#define XF_MAKE(st, n, h) (((uint64_t)(st) << 61) | ((uint64_t)(n) << 32) | (uint64_t)(h))
+#define XF_WITH(st, x)    (((x) & ~((uint64_t)7 << 61)) | ((uint64_t)(st) << 61))
 
 /* Where an attached span sits, from its owner's point of view. */
 enum { AT_NONE = 0, AT_HOT = 1, AT_LISTED = 2 };
 
 /* Span metadata lives outside the span, in a table indexed by slot
  * (Streamflow's BIBOP table, §3.1.1): objects stay headerless and a purged
- * span keeps its metadata. Line one is the owner's; line two is shared. */
+ * span keeps its metadata. Three cache lines, by who writes them, so that a
+ * producer allocating from a span and consumers freeing into it do not
+ * bounce one line (the consume benchmark): the first is read by every free,
+ * the second written by the owner's malloc and free, the third by remote
+ * frees. */
 typedef struct span {
-  block_t *free;                  /* local LIFO free list (owner only) */
+  /* --- read-mostly: written when the span is formatted or carved --- */
   _Atomic(struct heap *) attached; /* heap whose fast path may touch this span */
-  uint32_t used;                  /* blocks out, incl. remote frees not yet collected */
-  _Atomic uint32_t carved;        /* blocks ever cut from the span (bump) */
-  uint32_t cap;                   /* blocks that fit */
-  uint32_t bsize;                 /* block size; 0 = not a block span */
-  uint64_t magic;                 /* ceil(2^40 / bsize): exact division of offsets */
-  uint32_t back;                  /* interior slot: distance to the span's head slot */
-  uint8_t cls;                    /* size class or CLS_LARGE */
-  uint8_t order;                  /* span = 2^order slots */
-  _Atomic uint8_t where;          /* AT_* (owner's view; read by statistics) */
-  uint8_t fresh;                  /* memory known to be zero (never used, or purged) */
-  struct span *prev, *next;       /* owner's reusable list */
-  /* --- second cache line: written by other threads --- */
+  uint64_t magic;                  /* ceil(2^40 / bsize): exact division of offsets */
+  uint32_t bsize;                  /* block size; 0 = not a block span */
+  _Atomic uint32_t carved;         /* blocks ever cut from the span (bump) */
+  uint32_t cap;                    /* blocks that fit */
+  uint32_t back;                   /* interior slot: distance to the span's head slot */
+  uint8_t cls;                     /* size class or CLS_LARGE */
+  uint8_t order;                   /* span = 2^order slots */
+  uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
+  /* --- the owner's --- */
+  _Alignas(64) block_t *free; /* local LIFO free list (owner only) */
+  _Atomic uint32_t used;      /* blocks out, incl. remote frees not yet collected;
+                               * written only by the owner, read by remote frees
+                               * of a LISTED span */
+  _Atomic uint8_t where;      /* AT_* (owner's view) */
+  struct span *prev, *next;   /* owner's reusable list (under the heap's lock) */
+  /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
   _Atomic uint32_t link;            /* next span index + 1 in a lock-free stack */
   _Atomic uint32_t fused;           /* `used`, frozen when the owner let the span go */
   uint32_t lobj;                    /* large object: offset of the object in the span */
-  size_t lsize;                     /* large object: usable size */
   uint32_t stamp;                   /* pooled: when it went in (ms, for delayed purging) */
+  size_t lsize;                     /* large object: usable size */
   _Atomic(struct heap *) heap;      /* owning heap (scalloc's LAB), kept while floating */
 } span_t;
 
-_Static_assert(sizeof(span_t) == 128, "span metadata is two cache lines");
+_Static_assert(sizeof(span_t) == 192, "span metadata is three cache lines");
+
+/* `used` is owner-written but read by remote frees: relaxed atomic loads and
+ * stores compile to plain moves, so the fast paths stay free of atomic RMWs. */
+static inline uint32_t used_get(const span_t *sp) {
+  return atomic_load_explicit(&sp->used, memory_order_relaxed);
+}
+static inline void used_set(span_t *sp, uint32_t n) {
+  atomic_store_explicit(&sp->used, n, memory_order_relaxed);
+}
+/* A free's decrement is a release (still a plain move on x86): a remote free
+ * that reads it and claims the span must see the block's link written. */
+static inline void used_dec(span_t *sp, uint32_t n) {
+  atomic_store_explicit(&sp->used, n, memory_order_release);
+}
 
 /* ---- arena (arena.c) --------------------------------------------------- */
 typedef struct arena {
-  uintptr_t base;  /* first slot */
-  size_t size;     /* bytes reserved */
-  span_t *meta;    /* one span_t per slot */
+  uintptr_t base; /* first slot */
+  size_t size;    /* bytes reserved */
+  span_t *meta;   /* one span_t per slot */
   size_t nslots;
-  size_t page;     /* kernel page size, read at start-up */
+  size_t page; /* kernel page size, read at start-up */
   unsigned stripes;
 } arena_t;
 
 extern arena_t rill_arena INTERNAL;
 extern _Atomic size_t rill_arena_top INTERNAL; /* slots handed out so far */
 
-static inline span_t *span_of_index(size_t i) { return &rill_arena.meta[i]; }
-static inline size_t span_index(const span_t *sp) { return (size_t)(sp - rill_arena.meta); }
+static inline span_t *span_of_index(size_t i) {
+  return &rill_arena.meta[i];
+}
+static inline size_t span_index(const span_t *sp) {
+  return (size_t)(sp - rill_arena.meta);
+}
 static inline uintptr_t span_start(const span_t *sp) {
   return rill_arena.base + (span_index(sp) << SLOT_SHIFT);
 }
-static inline size_t span_bytes(const span_t *sp) { return SLOT_SIZE << sp->order; }
+static inline size_t span_bytes(const span_t *sp) {
+  return SLOT_SIZE << sp->order;
+}
 
 bool arena_init(void) INTERNAL;
 span_t *arena_fresh(unsigned order) INTERNAL;
@@ -162,9 +196,11 @@ unsigned rill_class_order(unsigned cls) INTERNAL;
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
 typedef struct heap {
-  _Alignas(64) span_t *hot[NCLASSES];      /* allocation span per class (scalloc: hot) */
-  span_t *list[NCLASSES];     /* partly free spans this heap tracks (reusable) */
-  _Atomic uint64_t inbox;     /* spans queued back by other threads; bit 63 = closed */
+  _Alignas(64) span_t *hot[NCLASSES]; /* allocation span per class (scalloc: hot) */
+  span_t *list[NCLASSES];             /* partly free spans this heap tracks (reusable) */
+  _Atomic uint64_t inbox;             /* spans queued back by other threads; bit 63 = closed */
+  _Atomic int lock;                   /* guards list[]: the owner's slow paths and remote
+                                       * frees that empty a LISTED span take it */
   uint32_t id;
   uint32_t stripe;            /* span-pool stripe used by this heap */
   _Atomic uint32_t live;      /* 1 while a thread owns this heap */
@@ -182,6 +218,7 @@ void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *heap_alloc_class(heap_t *h, unsigned cls) INTERNAL;
 void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) INTERNAL;
 void heap_span_emptied(heap_t *h, span_t *sp) INTERNAL;
+void heap_claimed(span_t *sp, unsigned stripe) INTERNAL;
 void heap_queue(span_t *sp) INTERNAL;
 heap_t *heap_get_slow(void) INTERNAL;
 void heap_thread_done(heap_t *h) INTERNAL;
@@ -236,11 +273,15 @@ int sched_yield(void);
 static inline void spin_lock(_Atomic int *l) {
   for (unsigned spins = 0; atomic_exchange_explicit(l, 1, ACQ); spins++) {
     while (atomic_load_explicit(l, RLX)) {
-      if (++spins > 64) sched_yield();
-      else cpu_relax();
+      if (++spins > 64)
+        sched_yield();
+      else
+        cpu_relax();
     }
   }
 }
-static inline void spin_unlock(_Atomic int *l) { atomic_store_explicit(l, 0, REL); }
+static inline void spin_unlock(_Atomic int *l) {
+  atomic_store_explicit(l, 0, REL);
+}
 
 #endif

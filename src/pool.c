@@ -92,8 +92,10 @@ static void batch_flush(batch_t *b, span_stack_t *home) {
       pe = end & ~(uintptr_t)(HUGE_PAGE - 1);
     }
     if (pe > ps) {
-      if (b->lazy) os_purge_lazy((void *)ps, pe - ps);
-      else os_purge((void *)ps, pe - ps);
+      if (b->lazy)
+        os_purge_lazy((void *)ps, pe - ps);
+      else
+        os_purge((void *)ps, pe - ps);
       b->bytes += pe - ps;
     }
     for (unsigned k = i; k < j; k++) {
@@ -139,7 +141,9 @@ static void purge_maybe(uint64_t now) {
   purge_pass((uint32_t)(now - d), true);
 }
 
-uint64_t pool_purged_bytes(void) { return atomic_load_explicit(&purged_bytes, RLX); }
+uint64_t pool_purged_bytes(void) {
+  return atomic_load_explicit(&purged_bytes, RLX);
+}
 
 /* Empty span of 2^order slots: the caller's stripe first (locality, scalloc
  * Listing 1 line 31), then any stripe, then fresh address space. */
@@ -188,6 +192,10 @@ size_t pool_purge(void) {
   return purge_pass((uint32_t)os_now_ms() + 1, false);
 }
 
-void orphan_put(span_t *sp) { stack_push(&orphans[sp->cls].top, sp); }
+void orphan_put(span_t *sp) {
+  stack_push(&orphans[sp->cls].top, sp);
+}
 
-span_t *orphan_get(unsigned cls) { return stack_pop(&orphans[cls].top); }
+span_t *orphan_get(unsigned cls) {
+  return stack_pop(&orphans[cls].top);
+}

@@ -6,12 +6,12 @@
 
 /* (n + 7) / 8 -> class, for n <= 1024 (generated from size_class's closed form) */
 const uint8_t rill_small_cls[129] = {
-    0, 0, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 9, 9, 10, 10, 10,
-    10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14,
-    14, 15, 15, 15, 15, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17,
-    17, 17, 17, 17, 17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18,
-    18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 20, 20, 20, 20, 20, 20, 20,
-    20, 20, 20, 20, 20, 20, 20, 20, 20};
+    0,  0,  1,  2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,  8,  8,  9,  9,  9,  9,  10,
+    10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14,
+    14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16, 17,
+    17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18,
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19,
+    19, 19, 19, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20};
 
 /* Order of the span that serves a class: one slot up to 8 KiB blocks, else
  * the smallest power of two holding at least eight blocks. */
@@ -21,9 +21,13 @@ static unsigned class_order(unsigned cls) {
   return (unsigned)o;
 }
 
-static uint64_t magic_of(size_t bsize) { return (((uint64_t)1 << 40) + bsize - 1) / bsize; }
+static uint64_t magic_of(size_t bsize) {
+  return (((uint64_t)1 << 40) + bsize - 1) / bsize;
+}
 
-unsigned rill_class_order(unsigned cls) { return class_order(cls); }
+unsigned rill_class_order(unsigned cls) {
+  return class_order(cls);
+}
 
 void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
   size_t bs = class_size(cls);
@@ -34,7 +38,7 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
   sp->cap = (uint32_t)(span_bytes(sp) / bs);
   sp->prev = sp->next = NULL;
   sp->fresh = 0;
-  sp->used = 0;
+  used_set(sp, 0);
   atomic_store_explicit(&sp->carved, 0, RLX);
   atomic_store_explicit(&sp->heap, h, RLX);
   atomic_store_explicit(&sp->attached, h, RLX);
@@ -52,7 +56,7 @@ void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
   sp->lobj = (uint32_t)lobj;
   sp->lsize = size;
   sp->fresh = 0;
-  sp->used = 1;
+  used_set(sp, 1);
   atomic_store_explicit(&sp->fused, 1, RLX);
   atomic_store_explicit(&sp->carved, 1, RLX);
   atomic_store_explicit(&sp->heap, h, RLX);
@@ -75,7 +79,8 @@ static bool span_carve(span_t *sp) {
   if (n > sp->cap - c) n = sp->cap - c;
   char *first = (char *)block_at(sp, c);
   char *p = first;
-  for (uint32_t i = 1; i < n; i++, p += sp->bsize) ((block_t *)p)->next = (block_t *)(p + sp->bsize);
+  for (uint32_t i = 1; i < n; i++, p += sp->bsize)
+    ((block_t *)p)->next = (block_t *)(p + sp->bsize);
   ((block_t *)p)->next = sp->free;
   sp->free = (block_t *)first;
   atomic_store_explicit(&sp->carved, c + n, REL);
@@ -93,7 +98,7 @@ void span_take_list(span_t *sp, uint64_t x) {
     last->next = sp->free;
   }
   sp->free = first;
-  sp->used -= n;
+  used_set(sp, used_get(sp) - n);
 }
 
 /* Collects remote frees of an attached span with one exchange; a plain load
@@ -107,7 +112,9 @@ uint32_t span_collect(span_t *sp) {
 
 /* Refills the local free list of the hot span: never-used space first,
  * then remote frees (the order the core issue asks for). */
-bool span_refill(span_t *sp) { return span_carve(sp) || span_collect(sp) > 0; }
+bool span_refill(span_t *sp) {
+  return span_carve(sp) || span_collect(sp) > 0;
+}
 
 /* Free blocks needed before a floating span is worth reusing (scalloc's
  * reusability threshold; Hoard's emptiness fraction f = 1/4, §3.1). */
@@ -141,33 +148,41 @@ span_t *span_lookup(const void *p) {
  * pushes the block (Streamflow §3.1.1 remote deallocation). When the span is
  * floating, the same CAS may also change its state (scalloc Listing 3,
  * lines 112-122): the last free of all takes the span back to the pool at
- * once (eager return); crossing the reuse mark queues it for its owner. */
+ * once (eager return); crossing the reuse mark queues it for its owner.
+ * A LISTED span's used count lives with its owner, so the freer reads it
+ * after its push: `used` of a listed span only falls and the count only
+ * rises, so a stale read can miss an empty span but never claim a live one.
+ * The push is sequentially consistent so that an owner free racing with it
+ * sees the push or is seen by it (heap_span_emptied is the owner's side). */
 void span_free_remote(heap_t *h, span_t *sp, block_t *b) {
   uint32_t idx = (uint32_t)(((uint64_t)((uintptr_t)b - span_start(sp)) * sp->magic) >> 40);
   uint64_t old = atomic_load_explicit(&sp->xf, RLX), nw;
-  unsigned st;
+  unsigned st, nst;
   for (;;) {
     st = XF_STATE(old);
     if (unlikely(st == ST_FREE)) rill_invalid("free", b); /* double free */
     uint32_t n = XF_COUNT(old) + 1;
     b->next = XF_HEAD(old) ? block_at(sp, XF_HEAD(old) - 1) : NULL;
-    unsigned nst = st;
+    nst = st;
     if (st == ST_FLOATING) {
       uint32_t used = atomic_load_explicit(&sp->fused, RLX);
-      if (n >= used) nst = ST_FREE;
-      else if (sp->cap - used + n >= span_reuse_mark(sp)) nst = ST_QUEUED;
+      if (n >= used)
+        nst = ST_FREE;
+      else if (sp->cap - used + n >= span_reuse_mark(sp))
+        nst = ST_QUEUED;
     }
     nw = XF_MAKE(nst, n, idx + 1);
-    if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, nw, ACQREL, RLX)) {
-      st = nst;
-      if (XF_STATE(old) == st) st = 4; /* no state change: nothing more to do */
-      break;
-    }
+    if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, nw, memory_order_seq_cst, RLX)) break;
   }
   atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + 1, RLX);
-  if (st == ST_FREE) {
-    pool_put(sp, h->stripe);
-  } else if (st == ST_QUEUED) {
-    heap_queue(sp);
+  if (nst == ST_LISTED) {
+    if (XF_COUNT(nw) == atomic_load_explicit(&sp->used, memory_order_seq_cst) &&
+        atomic_compare_exchange_strong_explicit(&sp->xf, &nw, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
+      heap_claimed(sp, h->stripe);
+  } else if (nst != st) {
+    if (nst == ST_FREE)
+      pool_put(sp, h->stripe);
+    else
+      heap_queue(sp);
   }
 }

@@ -4,7 +4,6 @@
 
 #include "internal.h"
 
-
 __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *out) {
   struct rill_stats s = {0};
   if (atomic_load_explicit(&rill_ready, ACQ)) {
@@ -21,15 +20,18 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
         if (!sp->fresh) s.bytes_committed += bytes;
       } else {
         s.bytes_committed += bytes;
-        uint64_t used = st == ST_ATTACHED ? *(volatile uint32_t *)&sp->used
-                                         : atomic_load_explicit(&sp->fused, RLX);
+        uint64_t used = st == ST_ATTACHED || st == ST_LISTED
+                            ? used_get(sp)
+                            : atomic_load_explicit(&sp->fused, RLX);
         uint64_t pend = XF_COUNT(x);
         used = used > pend ? used - pend : 0;
         s.bytes_in_use += sp->cls == CLS_LARGE ? sp->lsize : used * sp->bsize;
-        if (st == ST_FLOATING) s.spans_floating++;
-        else if (st == ST_QUEUED) s.spans_reusable++;
-        else if (atomic_load_explicit(&sp->where, RLX) == AT_LISTED) s.spans_reusable++;
-        else s.spans_hot++;
+        if (st == ST_FLOATING)
+          s.spans_floating++;
+        else if (st == ST_QUEUED || st == ST_LISTED)
+          s.spans_reusable++;
+        else
+          s.spans_hot++;
       }
       i += (size_t)1 << sp->order;
     }
@@ -76,4 +78,6 @@ __attribute__((visibility("default"))) void rill_stats_print(int fd) {
   (void)w;
 }
 
-void rill_stats_at_exit(void) { rill_stats_print(rill_stats_fd); }
+void rill_stats_at_exit(void) {
+  rill_stats_print(rill_stats_fd);
+}

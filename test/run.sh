@@ -213,6 +213,19 @@ for v in "${TSAN_BUILT[@]}"; do
       --threads 1,8 --ops $TS_OPS --items $TS_ITEMS
   fi
 done
+# the eager-return protocol (owner and remote frees racing to claim reusable spans)
+if step "TSan build (test_eager)" "$LOGS/tsan-build-eager.log" \
+  clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
+  -DRILL_NO_OVERRIDE -I"$ROOT/include" "${SRCS[@]}" "$ROOT/test/test_eager.c" \
+  -o "$B/tsan/eager_tsan" -lpthread; then
+  log="$LOGS/tsan_eager.log"
+  if "$B/tsan/eager_tsan" >"$log" 2>&1 && ! grep -q 'ThreadSanitizer' "$log"; then
+    pass tsan_eager
+  else
+    failed tsan_eager
+    grep -m1 -A30 'WARNING: ThreadSanitizer' "$log" | sed 's/^/  | /' >&2 || true
+  fi
+fi
 
 # ---- libFuzzer ----------------------------------------------------------------------------
 

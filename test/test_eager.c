@@ -1,0 +1,158 @@
+/* test_eager.c - proves scalloc's eager return for reusable spans: a span on
+ * its owner's reusable list goes back to the global pool the moment its last
+ * block is freed, whether another thread or the owner frees it, and while
+ * the owner sits idle (no later allocation needed). Also races owner and
+ * remote frees over many spans and checks no empty span is left behind. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "rill.h"
+
+#define SPAN_BYTES 65536
+
+static int failures;
+static pthread_barrier_t bar;
+static void **objs;
+static size_t nobj, cap, size;
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "FAIL: " __VA_ARGS__);                                                       \
+      fputc('\n', stderr);                                                                         \
+      failures++;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+static struct rill_stats snap(void) {
+  struct rill_stats s;
+  rill_stats_get(&s);
+  return s;
+}
+
+/* Span k holds objs[k*cap .. (k+1)*cap): a fresh thread fills spans in order. */
+static void fill(void) {
+  for (size_t i = 0; i < nobj; i++) {
+    objs[i] = rill_malloc(size);
+    if (!objs[i]) {
+      fprintf(stderr, "FAIL: rill_malloc(%zu) returned NULL\n", size);
+      exit(1);
+    }
+  }
+  for (size_t k = 0; k + 1 < nobj / cap; k++) {
+    uintptr_t a = (uintptr_t)objs[k * cap], z = (uintptr_t)objs[(k + 1) * cap - 1];
+    if (a / SPAN_BYTES != z / SPAN_BYTES) {
+      fprintf(stderr, "FAIL: span %zu of size %zu is not contiguous\n", k, size);
+      exit(1);
+    }
+  }
+}
+
+static void free_range(size_t from, size_t to) {
+  for (size_t i = from; i < to; i++) rill_free(objs[i]);
+}
+
+/* Thread B: the remote freer, driven step by step by the owner. */
+static void *remote(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&bar); /* step 1: empty span 0 (owner freed its first block) */
+  free_range(1, cap);
+  pthread_barrier_wait(&bar);
+  pthread_barrier_wait(&bar); /* step 2: all of span 1 but its last block */
+  free_range(cap, 2 * cap - 2);
+  pthread_barrier_wait(&bar);
+  return NULL;
+}
+
+static void *owner(void *arg) {
+  (void)arg;
+  fill();                           /* spans 0 and 1 full (floating), span 2 hot */
+  rill_free(objs[0]);               /* owner frees into span 0: it becomes reusable */
+  rill_free(objs[2 * cap - 1 - 1]); /* and into span 1 */
+  struct rill_stats s0 = snap();
+  pthread_barrier_wait(&bar);
+  pthread_barrier_wait(&bar); /* B freed the rest of span 0; this thread did nothing */
+  struct rill_stats s1 = snap();
+  CHECK(s1.spans_reusable + 1 == s0.spans_reusable && s1.spans_free == s0.spans_free + 1,
+        "size %zu: span emptied by remote frees not pooled at once "
+        "(reusable %llu -> %llu, free %llu -> %llu)",
+        size, (unsigned long long)s0.spans_reusable, (unsigned long long)s1.spans_reusable,
+        (unsigned long long)s0.spans_free, (unsigned long long)s1.spans_free);
+  pthread_barrier_wait(&bar);
+  pthread_barrier_wait(&bar); /* B freed span 1 but objs[2cap-1] (objs[2cap-2] was ours) */
+  struct rill_stats s2 = snap();
+  CHECK(s2.spans_reusable == s1.spans_reusable, "size %zu: span 1 left the list too early", size);
+  rill_free(objs[2 * cap - 1]); /* the owner frees the last block */
+  struct rill_stats s3 = snap();
+  CHECK(s3.spans_reusable + 1 == s2.spans_reusable && s3.spans_free == s2.spans_free + 1,
+        "size %zu: span emptied by its owner's last free not pooled at once", size);
+  free_range(2 * cap, nobj);
+  return NULL;
+}
+
+/* ---- race: owner and remote frees interleaved over many reusable spans -- */
+#define RACE_SPANS 24
+static void *race_remote(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&bar);
+  for (size_t i = 1; i < nobj; i += 2) rill_free(objs[i]);
+  pthread_barrier_wait(&bar); /* the owner exits only after this, so nothing is orphaned */
+  return NULL;
+}
+
+static void *race_owner(void *arg) {
+  (void)arg;
+  fill();
+  for (size_t k = 0; k < RACE_SPANS; k++) rill_free(objs[k * cap + cap - 2]); /* even: ours */
+  pthread_barrier_wait(&bar);
+  for (size_t i = 0; i < nobj; i += 2)
+    if (i % cap != cap - 2) rill_free(objs[i]);
+  pthread_barrier_wait(&bar);
+  struct rill_stats s = snap(); /* before exit: the owner's hot span is its only one */
+  if (s.spans_reusable != 0 || s.spans_floating != 0) {
+    fprintf(stderr,
+            "FAIL: size %zu: %llu reusable and %llu floating spans left after every "
+            "block was freed\n",
+            size, (unsigned long long)s.spans_reusable, (unsigned long long)s.spans_floating);
+    failures++;
+  }
+  return NULL;
+}
+
+int main(void) {
+  size_t sizes[] = {48, 1024, 4096};
+  for (int t = 0; t < 3; t++) {
+    size = sizes[t];
+    cap = SPAN_BYTES / size;
+    nobj = 3 * cap - cap / 2;
+    objs = calloc(nobj, sizeof *objs);
+    pthread_barrier_init(&bar, NULL, 2);
+    pthread_t a, b;
+    pthread_create(&a, NULL, owner, NULL);
+    pthread_create(&b, NULL, remote, NULL);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    pthread_barrier_destroy(&bar);
+    free(objs);
+  }
+  /* the race, many times: afterwards no span may sit empty on a reusable list */
+  for (int r = 0; r < 200; r++) {
+    size = r % 2 ? 64 : 256;
+    cap = SPAN_BYTES / size;
+    nobj = RACE_SPANS * cap + 1;
+    objs = calloc(nobj, sizeof *objs);
+    pthread_barrier_init(&bar, NULL, 2);
+    pthread_t a, b;
+    pthread_create(&b, NULL, race_remote, NULL);
+    pthread_create(&a, NULL, race_owner, NULL);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    pthread_barrier_destroy(&bar);
+    free(objs);
+    if (failures) break;
+  }
+  printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
+  return failures ? 1 : 0;
+}
