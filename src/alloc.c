@@ -97,8 +97,10 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
     uint32_t u = used_get(sp) - 1;
     used_dec(sp, u);
     /* a span on the reusable list goes back to the pool when its last block
-     * returns: here or in a remote free (scalloc's eager return) */
-    if (unlikely(atomic_load_explicit(&sp->where, RLX) == AT_LISTED) &&
+     * returns: here or in a remote free (scalloc's eager return). `check`
+     * keeps this to one predictable compare on the owner's line unless
+     * remote frees are pending on a listed span. */
+    if (unlikely(u < atomic_load_explicit(&sp->check, RLX)) &&
         XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u)
       heap_span_emptied(h, sp);
     return;

@@ -89,6 +89,7 @@ static void list_unlink(heap_t *h, span_t *sp) {
     h->list[sp->cls] = sp->next;
   if (sp->next) sp->next->prev = sp->prev;
   sp->prev = sp->next = NULL;
+  atomic_store_explicit(&sp->check, 0, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
 }
 
@@ -123,7 +124,9 @@ static void list_push(heap_t *h, span_t *sp) {
   if (sp->next) sp->next->prev = sp;
   h->list[sp->cls] = sp;
   atomic_store_explicit(&sp->where, AT_LISTED, RLX);
+  atomic_store_explicit(&sp->check, 1, RLX);
   uint64_t x = atomic_fetch_or_explicit(&sp->xf, XF_MAKE(ST_LISTED, 0, 0), ACQREL);
+  if (XF_COUNT(x)) atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
   spin_unlock(&h->lock);
   listed_claim(sp, XF_WITH(ST_LISTED, x), used_get(sp), h->stripe);
 }

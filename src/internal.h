@@ -81,6 +81,8 @@ enum { ST_ATTACHED = 0, ST_FLOATING = 1, ST_QUEUED = 2, ST_FREE = 3, ST_LISTED =
 #define XF_MAKE(st, n, h) (((uint64_t)(st) << 61) | ((uint64_t)(n) << 32) | (uint64_t)(h))
 #define XF_WITH(st, x)    (((x) & ~((uint64_t)7 << 61)) | ((uint64_t)(st) << 61))
 
+#define CHECK_ALL UINT32_MAX
+
 /* Where an attached span sits, from its owner's point of view. */
 enum { AT_NONE = 0, AT_HOT = 1, AT_LISTED = 2 };
 
@@ -107,6 +109,9 @@ typedef struct span {
   _Atomic uint32_t used;      /* blocks out, incl. remote frees not yet collected;
                                * written only by the owner, read by remote frees
                                * of a LISTED span */
+  _Atomic uint32_t check;     /* the owner's free looks further when used < check:
+                               * 0 hot, 1 listed (look when empty), CHECK_ALL listed
+                               * with remote frees pending (compare the remote count) */
   _Atomic uint8_t where;      /* AT_* (owner's view) */
   struct span *prev, *next;   /* owner's reusable list (under the heap's lock) */
   /* --- written by other threads --- */

@@ -39,6 +39,7 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
   sp->prev = sp->next = NULL;
   sp->fresh = 0;
   used_set(sp, 0);
+  atomic_store_explicit(&sp->check, 0, RLX);
   atomic_store_explicit(&sp->carved, 0, RLX);
   atomic_store_explicit(&sp->heap, h, RLX);
   atomic_store_explicit(&sp->attached, h, RLX);
@@ -176,6 +177,10 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b) {
   }
   atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + 1, RLX);
   if (nst == ST_LISTED) {
+    /* the owner's frees now compare against the remote count */
+    uint32_t one = 1;
+    if (atomic_load_explicit(&sp->check, RLX) == one)
+      atomic_compare_exchange_strong_explicit(&sp->check, &one, CHECK_ALL, RLX, RLX);
     if (XF_COUNT(nw) == atomic_load_explicit(&sp->used, memory_order_seq_cst) &&
         atomic_compare_exchange_strong_explicit(&sp->xf, &nw, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
       heap_claimed(sp, h->stripe);
