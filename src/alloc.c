@@ -57,14 +57,18 @@ static NOINLINE void *malloc_slow(heap_t *h, size_t n) {
 /* Pop the hot span's local free list: no lock, no atomic read-modify-write
  * (Streamflow §3.1.1 "Object allocation"). */
 static inline void *malloc_fast(heap_t *h, size_t n) {
-  if (likely(n <= CLASS_MAX)) {
-    span_t *sp = h->hot[size_class(n)];
-    block_t *b = sp->free;
-    if (likely(b != NULL)) {
-      sp->free = b->next;
-      used_set(sp, used_get(sp) + 1);
-      return b;
-    }
+  span_t *sp;
+  if (likely(n <= DIRECT_MAX))
+    sp = h->direct[(n + 7) >> 3];
+  else if (n <= CLASS_MAX)
+    sp = h->hot[size_class(n)];
+  else
+    return malloc_slow(h, n);
+  block_t *b = sp->free;
+  if (likely(b != NULL)) {
+    sp->free = b->next;
+    used_set(sp, used_get(sp) + 1);
+    return b;
   }
   return malloc_slow(h, n);
 }
@@ -81,11 +85,9 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
     if (p) free_outside(p, fn);
     return;
   }
-  span_t *sp = &rill_arena.meta[off >> SLOT_SHIFT];
-  uint32_t back = sp->back;
-  sp -= back;
+  span_t *sp = rill_arena.meta[off >> SLOT_SHIFT].head;
   if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
-    uint64_t bo = (off & (SLOT_SIZE - 1)) + ((uint64_t)back << SLOT_SHIFT);
+    uint64_t bo = (uintptr_t)p - sp->start;
     uint64_t idx = (bo * sp->magic) >> 40;
     block_t *b = p, *head = sp->free;
     /* the head test catches the common double free (glibc's "fasttop") */

@@ -93,7 +93,8 @@ span_t *arena_fresh(unsigned order) {
   size_t first = atomic_fetch_add_explicit(&rill_arena_top, n, RLX);
   if (first + n > rill_arena.nslots) return NULL; /* address space exhausted */
   span_t *sp = span_of_index(first);
-  for (size_t i = 1; i < n; i++) sp[i].back = (uint32_t)i;
+  for (size_t i = 0; i < n; i++) sp[i].head = sp;
+  sp->start = rill_arena.base + (first << SLOT_SHIFT);
   sp->order = (uint8_t)order;
   sp->fresh = 1;
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);

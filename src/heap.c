@@ -13,14 +13,15 @@
 
 span_t rill_empty_span;
 #define EMPTY_HOT                                                                                  \
-  { [0 ... NCLASSES - 1] = &rill_empty_span }
-heap_t rill_empty_heap = {.hot = EMPTY_HOT};
-heap_t rill_done_heap = {.hot = EMPTY_HOT};
+  .hot = {[0 ... NCLASSES - 1] = &rill_empty_span},                                                \
+  .direct = {[0 ... DIRECT_N - 1] = &rill_empty_span}
+heap_t rill_empty_heap = {EMPTY_HOT};
+heap_t rill_done_heap = {EMPTY_HOT};
 __thread heap_t *rill_tls = &rill_empty_heap;
 
 /* Threads whose clean-up already ran (other TLS destructors still calling
  * malloc) share one locked heap; it is never torn down. */
-static heap_t backing = {.hot = EMPTY_HOT};
+static heap_t backing = {EMPTY_HOT};
 static _Atomic int backing_lock;
 
 static heap_t *heaps; /* MAX_HEAPS slots, reserved at start-up */
@@ -34,6 +35,14 @@ uint32_t heap_count(void) {
   return atomic_load_explicit(&heaps_top, ACQ);
 }
 
+/* The hot span of a class, mirrored into the direct map for small sizes. */
+static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
+  h->hot[cls] = sp;
+  if (cls < NDIRECT_CLS) /* the words (n + 7) / 8 of sizes in (size of cls - 1, size of cls] */
+    for (size_t w = cls ? class_size(cls - 1) / 8 + 1 : 0; w <= class_size(cls) / 8; w++)
+      h->direct[w] = sp;
+}
+
 bool heap_module_init(void) {
   heaps = os_map(sizeof(heap_t) * MAX_HEAPS);
   backing.stripe = 0;
@@ -43,7 +52,7 @@ bool heap_module_init(void) {
 
 static void heap_reset(heap_t *h, uint32_t id) {
   for (unsigned c = 0; c < NCLASSES; c++) {
-    h->hot[c] = &rill_empty_span;
+    hot_set(h, c, &rill_empty_span);
     h->list[c] = NULL;
   }
   h->id = id;
@@ -201,7 +210,7 @@ static bool heap_retire(heap_t *h, span_t *sp) {
   uint64_t expect = XF_MAKE(ST_ATTACHED, 0, 0);
   if (atomic_compare_exchange_strong_explicit(&sp->xf, &expect, XF_MAKE(ST_FLOATING, 0, 0), REL,
                                               RLX)) {
-    h->hot[sp->cls] = &rill_empty_span;
+    hot_set(h, sp->cls, &rill_empty_span);
     return true;
   }
   atomic_store_explicit(&sp->attached, h, RLX);
@@ -252,7 +261,7 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
     }
     sp = heap_next_span(h, cls);
     if (!sp) return NULL;
-    h->hot[cls] = sp;
+    hot_set(h, cls, sp);
     atomic_store_explicit(&sp->where, AT_HOT, RLX);
   }
 }
@@ -394,7 +403,7 @@ void heap_collect(heap_t *h) {
     if (sp != &rill_empty_span) {
       span_collect(sp);
       if (used_get(sp) == 0) {
-        h->hot[c] = &rill_empty_span;
+        hot_set(h, c, &rill_empty_span);
         pool_put(sp, h->stripe);
       }
     }
@@ -423,7 +432,7 @@ void heap_thread_done(heap_t *h) {
   inbox_drain(h, true);
   for (unsigned c = 0; c < NCLASSES; c++) {
     if (h->hot[c] != &rill_empty_span) heap_release(h, h->hot[c]);
-    h->hot[c] = &rill_empty_span;
+    hot_set(h, c, &rill_empty_span);
     span_t *sp;
     while ((sp = list_pop(h, c)) != NULL) heap_release(h, sp);
   }

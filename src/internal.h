@@ -44,7 +44,10 @@
 #define CLASS_MAX ((size_t)256 * 1024)
 #define CLS_LARGE 255
 
-extern const uint8_t rill_small_cls[129] INTERNAL;
+#define DIRECT_N    129 /* words 0..128: requests up to 1024 bytes */
+#define DIRECT_MAX  1024
+#define NDIRECT_CLS 21 /* classes 0..20 are the ones DIRECT_MAX covers */
+extern const uint8_t rill_small_cls[DIRECT_N] INTERNAL;
 
 static inline unsigned size_class(size_t n) {
   if (n <= 1024) return rill_small_cls[(n + 7) >> 3];
@@ -95,12 +98,13 @@ enum { AT_NONE = 0, AT_HOT = 1, AT_LISTED = 2 };
  * frees. */
 typedef struct span {
   /* --- read-mostly: written when the span is formatted or carved --- */
+  struct span *head;               /* the span this slot belongs to (itself for a head slot) */
   _Atomic(struct heap *) attached; /* heap whose fast path may touch this span */
+  uintptr_t start;                 /* address of the span's first byte */
   uint64_t magic;                  /* ceil(2^40 / bsize): exact division of offsets */
   uint32_t bsize;                  /* block size; 0 = not a block span */
   _Atomic uint32_t carved;         /* blocks ever cut from the span (bump) */
   uint32_t cap;                    /* blocks that fit */
-  uint32_t back;                   /* interior slot: distance to the span's head slot */
   uint8_t cls;                     /* size class or CLS_LARGE */
   uint8_t order;                   /* span = 2^order slots */
   uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
@@ -118,13 +122,14 @@ typedef struct span {
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
   _Atomic uint32_t link;            /* next span index + 1 in a lock-free stack */
   _Atomic uint32_t fused;           /* `used`, frozen when the owner let the span go */
-  uint32_t lobj;                    /* large object: offset of the object in the span */
-  uint32_t stamp;                   /* pooled: when it went in (ms, for delayed purging) */
-  size_t lsize;                     /* large object: usable size */
   _Atomic(struct heap *) heap;      /* owning heap (scalloc's LAB), kept while floating */
+  /* --- rarely touched: large objects, pooling --- */
+  _Alignas(64) size_t lsize; /* large object: usable size */
+  uint32_t lobj;             /* large object: offset of the object in the span */
+  uint32_t stamp;            /* pooled: when it went in (ms, for delayed purging) */
 } span_t;
 
-_Static_assert(sizeof(span_t) == 192, "span metadata is three cache lines");
+_Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shift indexes it)");
 
 /* `used` is owner-written but read by remote frees: relaxed atomic loads and
  * stores compile to plain moves, so the fast paths stay free of atomic RMWs. */
@@ -160,7 +165,7 @@ static inline size_t span_index(const span_t *sp) {
   return (size_t)(sp - rill_arena.meta);
 }
 static inline uintptr_t span_start(const span_t *sp) {
-  return rill_arena.base + (span_index(sp) << SLOT_SHIFT);
+  return sp->start;
 }
 static inline size_t span_bytes(const span_t *sp) {
   return SLOT_SIZE << sp->order;
@@ -201,11 +206,13 @@ unsigned rill_class_order(unsigned cls) INTERNAL;
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
 typedef struct heap {
-  _Alignas(64) span_t *hot[NCLASSES]; /* allocation span per class (scalloc: hot) */
-  span_t *list[NCLASSES];             /* partly free spans this heap tracks (reusable) */
-  _Atomic uint64_t inbox;             /* spans queued back by other threads; bit 63 = closed */
-  _Atomic int lock;                   /* guards list[]: the owner's slow paths and remote
-                                       * frees that empty a LISTED span take it */
+  _Alignas(64) span_t *direct[DIRECT_N]; /* hot span by (n + 7) / 8 for n <= 1024: one
+                                          * load, no class lookup, on the malloc fast path */
+  span_t *hot[NCLASSES];                 /* allocation span per class (scalloc: hot) */
+  span_t *list[NCLASSES];                /* partly free spans this heap tracks (reusable) */
+  _Atomic uint64_t inbox;                /* spans queued back by other threads; bit 63 = closed */
+  _Atomic int lock;                      /* guards list[]: the owner's slow paths and remote
+                                          * frees that empty a LISTED span take it */
   uint32_t id;
   uint32_t stripe;            /* span-pool stripe used by this heap */
   _Atomic uint32_t live;      /* 1 while a thread owns this heap */

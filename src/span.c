@@ -5,7 +5,7 @@
 #include "internal.h"
 
 /* (n + 7) / 8 -> class, for n <= 1024 (generated from size_class's closed form) */
-const uint8_t rill_small_cls[129] = {
+const uint8_t rill_small_cls[DIRECT_N] = {
     0,  0,  1,  2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,  8,  8,  9,  9,  9,  9,  10,
     10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14,
     14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16, 17,
@@ -141,8 +141,7 @@ bool span_block_ok(const span_t *sp, uintptr_t p) {
 span_t *span_lookup(const void *p) {
   uintptr_t off = (uintptr_t)p - rill_arena.base;
   if (off >= rill_arena.size) return NULL;
-  span_t *sp = span_of_index(off >> SLOT_SHIFT);
-  return sp - sp->back;
+  return span_of_index(off >> SLOT_SHIFT)->head;
 }
 
 /* A free into a span this thread's heap does not have attached: one CAS
