@@ -1,15 +1,14 @@
 /* heap.c - thread heaps (Streamflow §3.1.1 "Local heaps", scalloc's LABs):
- * per-class hot spans and reusable lists, the allocation slow path, the
- * inbox through which other threads hand back spans, and thread exit with
- * orphaning. Only the owner touches a heap, except its inbox. */
+ * per-class hot spans and reusable lists, the allocation slow path, spans
+ * handed back by other threads' frees, and thread exit with orphaning. Only
+ * the owner touches a heap, except its lists, which sit behind a lock. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <string.h>
 
 #include "internal.h"
 
-#define MAX_HEAPS  65536u
-#define INBOX_SHUT ((uint64_t)1 << 63)
+#define MAX_HEAPS 65536u
 
 span_t rill_empty_span;
 #define EMPTY_HOT                                                                                  \
@@ -51,14 +50,13 @@ bool heap_module_init(void) {
 }
 
 static void heap_reset(heap_t *h, uint32_t id) {
-  for (unsigned c = 0; c < NCLASSES; c++) {
-    hot_set(h, c, &rill_empty_span);
-    h->list[c] = NULL;
-  }
+  for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
   h->stripe = id % rill_arena.stripes;
-  uint64_t ib = atomic_load_explicit(&h->inbox, RLX);
-  atomic_store_explicit(&h->inbox, ib & ~INBOX_SHUT & ~(uint64_t)UINT32_MAX, REL);
+  spin_lock(&h->lock); /* a late remote free may still be listing a span here */
+  for (unsigned c = 0; c < NCLASSES; c++) h->list[c] = NULL;
+  h->closed = false;
+  spin_unlock(&h->lock);
   atomic_store_explicit(&h->live, 1, REL);
 }
 
@@ -153,27 +151,41 @@ static bool listed_detach(span_t *sp) {
   return false;
 }
 
-/* ---- inbox: spans other threads hand back to this heap ----------------- */
-/* Pushed by the thread whose free moved a floating span past the reuse mark.
- * A shut inbox (owner gone) refuses, and the span goes to the orphans. */
-static bool inbox_push(heap_t *h, span_t *sp) {
-  uint64_t old = atomic_load_explicit(&h->inbox, RLX), nw;
-  uint32_t me = (uint32_t)span_index(sp) + 1;
-  do {
-    if (old & INBOX_SHUT) return false;
-    atomic_store_explicit(&sp->link, (uint32_t)old, RLX);
-    nw = ((((old >> 32) + 1) << 32) & ~INBOX_SHUT) | me;
-  } while (!atomic_compare_exchange_weak_explicit(&h->inbox, &old, nw, REL, RLX));
-  return true;
-}
-
-void heap_queue(span_t *sp) {
+/* ---- spans handed back by other threads --------------------------------- */
+/* A remote free moved a floating span past the reuse mark (scalloc:
+ * floating -> reusable): the freer links it into its owner's reusable list
+ * itself, under the owner's list lock, so it is reusable at once and is
+ * claimed like any listed span when its last block comes back (Hoard's
+ * emptiness threshold keeps the footprint bounded, §3.1). The span's `used`
+ * is still the one its owner froze. A closed heap (owner gone) refuses,
+ * and the span goes to the orphans. */
+void heap_queue(span_t *sp, unsigned stripe) {
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
-  if (owner && inbox_push(owner, sp)) return;
+  if (owner) {
+    spin_lock(&owner->lock);
+    if (!owner->closed) {
+      sp->prev = NULL;
+      sp->next = owner->list[sp->cls];
+      if (sp->next) sp->next->prev = sp;
+      owner->list[sp->cls] = sp;
+      atomic_store_explicit(&sp->where, AT_LISTED, RLX);
+      atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
+      atomic_store_explicit(&sp->attached, owner, REL);
+      uint64_t x = atomic_load_explicit(&sp->xf, RLX);
+      while (!atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(ST_LISTED, x),
+                                                    memory_order_seq_cst, RLX)) {
+      }
+      spin_unlock(&owner->lock);
+      listed_claim(sp, XF_WITH(ST_LISTED, x), atomic_load_explicit(&sp->used, memory_order_seq_cst),
+                   stripe);
+      return;
+    }
+    spin_unlock(&owner->lock);
+  }
   orphan_put(sp);
 }
 
-/* Takes a queued span into this heap: its remote list becomes local. */
+/* Takes an orphan into this heap: its remote list becomes local. */
 static bool heap_adopt(heap_t *h, span_t *sp) {
   uint64_t x = atomic_exchange_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), ACQ);
   atomic_store_explicit(&sp->heap, h, RLX);
@@ -184,19 +196,6 @@ static bool heap_adopt(heap_t *h, span_t *sp) {
   }
   atomic_store_explicit(&sp->attached, h, RLX);
   return true;
-}
-
-static void inbox_drain(heap_t *h, bool shut) {
-  uint64_t old = atomic_load_explicit(&h->inbox, ACQ), nw;
-  if (!(uint32_t)old && !shut) return; /* common case: a plain load */
-  do {
-    nw = (((old >> 32) + 1) << 32) | (shut ? INBOX_SHUT : 0);
-  } while (!atomic_compare_exchange_weak_explicit(&h->inbox, &old, nw, ACQ, ACQ));
-  for (uint32_t l = (uint32_t)old; l;) {
-    span_t *sp = span_of_index(l - 1);
-    l = atomic_load_explicit(&sp->link, RLX);
-    if (heap_adopt(h, sp)) list_push(h, sp);
-  }
 }
 
 /* ---- allocation slow path ---------------------------------------------- */
@@ -235,10 +234,6 @@ static span_t *list_pop(heap_t *h, unsigned cls) {
 
 static span_t *heap_next_span(heap_t *h, unsigned cls) {
   span_t *sp = list_pop(h, cls);
-  if (!sp) {
-    inbox_drain(h, false);
-    sp = list_pop(h, cls);
-  }
   if (sp) return sp;
   while ((sp = orphan_get(cls)) != NULL)
     if (heap_adopt(h, sp)) return sp;
@@ -397,7 +392,6 @@ static void heap_release(heap_t *h, span_t *sp) {
  * empty, hot ones included. */
 void heap_collect(heap_t *h) {
   if (h == &rill_empty_heap || h == &rill_done_heap) return;
-  inbox_drain(h, false);
   for (unsigned c = 0; c < NCLASSES; c++) {
     span_t *sp = h->hot[c];
     if (sp != &rill_empty_span) {
@@ -429,7 +423,9 @@ void heap_collect(heap_t *h) {
 void heap_thread_done(heap_t *h) {
   if (h == &rill_empty_heap || h == &rill_done_heap) return;
   rill_tls = &rill_done_heap;
-  inbox_drain(h, true);
+  spin_lock(&h->lock); /* from now on, spans handed back become orphans */
+  h->closed = true;
+  spin_unlock(&h->lock);
   for (unsigned c = 0; c < NCLASSES; c++) {
     if (h->hot[c] != &rill_empty_span) heap_release(h, h->hot[c]);
     hot_set(h, c, &rill_empty_span);

@@ -75,7 +75,8 @@ struct heap;
  *   ATTACHED  a heap allocates from it (hot), or is moving it
  *   LISTED    on its owner's reusable list (scalloc: reusable, still owned)
  *   FLOATING  full when its owner let go; `fused` holds its used count
- *   QUEUED    on an inbox or orphan stack, waiting for a heap to adopt it
+ *   QUEUED    being handed back to its owner, or orphaned (owner gone) on an
+ *             orphan stack, waiting for a heap to adopt it
  *   FREE      in the span pool */
 enum { ST_ATTACHED = 0, ST_FLOATING = 1, ST_QUEUED = 2, ST_FREE = 3, ST_LISTED = 4 };
 #define XF_HEAD(x)        ((uint32_t)(x))
@@ -210,9 +211,9 @@ typedef struct heap {
                                           * load, no class lookup, on the malloc fast path */
   span_t *hot[NCLASSES];                 /* allocation span per class (scalloc: hot) */
   span_t *list[NCLASSES];                /* partly free spans this heap tracks (reusable) */
-  _Atomic uint64_t inbox;                /* spans queued back by other threads; bit 63 = closed */
-  _Atomic int lock;                      /* guards list[]: the owner's slow paths and remote
-                                          * frees that empty a LISTED span take it */
+  _Atomic int lock;                      /* guards list[] and closed: the owner's slow paths and
+                                          * remote frees that list or claim a span take it */
+  bool closed;                           /* the owner has exited: spans handed back are orphaned */
   uint32_t id;
   uint32_t stripe;            /* span-pool stripe used by this heap */
   _Atomic uint32_t live;      /* 1 while a thread owns this heap */
@@ -231,7 +232,7 @@ void *heap_alloc_class(heap_t *h, unsigned cls) INTERNAL;
 void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) INTERNAL;
 void heap_span_emptied(heap_t *h, span_t *sp) INTERNAL;
 void heap_claimed(span_t *sp, unsigned stripe) INTERNAL;
-void heap_queue(span_t *sp) INTERNAL;
+void heap_queue(span_t *sp, unsigned stripe) INTERNAL;
 heap_t *heap_get_slow(void) INTERNAL;
 void heap_thread_done(heap_t *h) INTERNAL;
 void heap_collect(heap_t *h) INTERNAL;

@@ -187,6 +187,6 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b) {
     if (nst == ST_FREE)
       pool_put(sp, h->stripe);
     else
-      heap_queue(sp);
+      heap_queue(sp, h->stripe);
   }
 }
