@@ -339,6 +339,13 @@ static void large_free(heap_t *h, span_t *sp, void *p, const char *fn) {
  * goes on the span's remote list. */
 void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
   if (unlikely(!span_block_ok(sp, (uintptr_t)p))) rill_invalid(fn, p);
+  /* A thread that frees before it ever allocates (a consumer) gets its own
+   * heap too: its counters and pool stripe must not be a line every such
+   * thread writes. */
+  if (unlikely(h == &rill_empty_heap)) {
+    heap_t *mine = heap_get_slow();
+    if (mine) h = mine;
+  }
   if (sp->cls == CLS_LARGE) {
     large_free(h, sp, p, fn);
     return;
