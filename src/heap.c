@@ -49,12 +49,18 @@ bool heap_module_init(void) {
   return heaps != NULL;
 }
 
+/* List heads are written with relaxed atomic stores: the orphanage's heads
+ * are peeked at without its lock. */
+static void list_head_set(heap_t *h, unsigned cls, span_t *sp) {
+  __atomic_store_n(&h->list[cls], sp, __ATOMIC_RELAXED);
+}
+
 static void heap_reset(heap_t *h, uint32_t id) {
   for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
   h->stripe = id % rill_arena.stripes;
   spin_lock(&h->lock); /* a late remote free may still be listing a span here */
-  for (unsigned c = 0; c < NCLASSES; c++) h->list[c] = NULL;
+  for (unsigned c = 0; c < NCLASSES; c++) list_head_set(h, c, NULL);
   h->closed = false;
   spin_unlock(&h->lock);
   atomic_store_explicit(&h->live, 1, REL);
@@ -89,11 +95,19 @@ static void heap_recycle(heap_t *h) {
 /* The lists belong to the owner, but a remote free that empties a LISTED span
  * must unlink it to return it at once, so they sit behind the heap's lock.
  * Only slow paths take it; the owner's fast free never touches the lists. */
+static void list_link(heap_t *h, span_t *sp) {
+  sp->prev = NULL;
+  sp->next = h->list[sp->cls];
+  if (sp->next) sp->next->prev = sp;
+  list_head_set(h, sp->cls, sp);
+  atomic_store_explicit(&sp->where, AT_LISTED, RLX);
+}
+
 static void list_unlink(heap_t *h, span_t *sp) {
   if (sp->prev)
     sp->prev->next = sp->next;
   else
-    h->list[sp->cls] = sp->next;
+    list_head_set(h, sp->cls, sp->next);
   if (sp->next) sp->next->prev = sp->prev;
   sp->prev = sp->next = NULL;
   atomic_store_explicit(&sp->check, 0, RLX);
@@ -126,11 +140,7 @@ static bool listed_claim(span_t *sp, uint64_t x, uint32_t used, unsigned stripe)
  * It may be empty already, when remote frees outran the owner. */
 static void list_push(heap_t *h, span_t *sp) {
   spin_lock(&h->lock);
-  sp->prev = NULL;
-  sp->next = h->list[sp->cls];
-  if (sp->next) sp->next->prev = sp;
-  h->list[sp->cls] = sp;
-  atomic_store_explicit(&sp->where, AT_LISTED, RLX);
+  list_link(h, sp);
   atomic_store_explicit(&sp->check, 1, RLX);
   uint64_t x = atomic_fetch_or_explicit(&sp->xf, XF_MAKE(ST_LISTED, 0, 0), ACQREL);
   if (XF_COUNT(x)) atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
@@ -152,50 +162,53 @@ static bool listed_detach(span_t *sp) {
 }
 
 /* ---- spans handed back by other threads --------------------------------- */
+/* Partly free spans of exited threads (Streamflow §3.1.1 "Thread
+ * termination") are listed on a heap no thread owns: the claim that returns
+ * an owned listed span at its last free returns an orphan the same way, and
+ * any heap adopts from it. */
+static heap_t orphanage = {EMPTY_HOT};
+
+/* Lists a span that is not attached anywhere (floating, queued, or released
+ * by its exiting owner) on heap `to`, whose lock the caller holds. Its `used`
+ * is the one its last owner froze. */
+static uint64_t list_hand_locked(heap_t *to, span_t *sp) {
+  list_link(to, sp);
+  atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
+  atomic_store_explicit(&sp->heap, to, RLX);
+  atomic_store_explicit(&sp->attached, to == &orphanage ? NULL : to, REL);
+  uint64_t x = atomic_load_explicit(&sp->xf, RLX);
+  while (!atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(ST_LISTED, x),
+                                                memory_order_seq_cst, RLX)) {
+  }
+  return XF_WITH(ST_LISTED, x);
+}
+
+static void orphan_put(span_t *sp, unsigned stripe) {
+  spin_lock(&orphanage.lock);
+  uint64_t x = list_hand_locked(&orphanage, sp);
+  spin_unlock(&orphanage.lock);
+  listed_claim(sp, x, atomic_load_explicit(&sp->used, memory_order_seq_cst), stripe);
+}
+
 /* A remote free moved a floating span past the reuse mark (scalloc:
  * floating -> reusable): the freer links it into its owner's reusable list
  * itself, under the owner's list lock, so it is reusable at once and is
  * claimed like any listed span when its last block comes back (Hoard's
- * emptiness threshold keeps the footprint bounded, §3.1). The span's `used`
- * is still the one its owner froze. A closed heap (owner gone) refuses,
- * and the span goes to the orphans. */
+ * emptiness threshold keeps the footprint bounded, §3.1). A closed heap
+ * (owner gone) refuses, and the span goes to the orphanage. */
 void heap_queue(span_t *sp, unsigned stripe) {
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
   if (owner) {
     spin_lock(&owner->lock);
     if (!owner->closed) {
-      sp->prev = NULL;
-      sp->next = owner->list[sp->cls];
-      if (sp->next) sp->next->prev = sp;
-      owner->list[sp->cls] = sp;
-      atomic_store_explicit(&sp->where, AT_LISTED, RLX);
-      atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
-      atomic_store_explicit(&sp->attached, owner, REL);
-      uint64_t x = atomic_load_explicit(&sp->xf, RLX);
-      while (!atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(ST_LISTED, x),
-                                                    memory_order_seq_cst, RLX)) {
-      }
+      uint64_t x = list_hand_locked(owner, sp);
       spin_unlock(&owner->lock);
-      listed_claim(sp, XF_WITH(ST_LISTED, x), atomic_load_explicit(&sp->used, memory_order_seq_cst),
-                   stripe);
+      listed_claim(sp, x, atomic_load_explicit(&sp->used, memory_order_seq_cst), stripe);
       return;
     }
     spin_unlock(&owner->lock);
   }
-  orphan_put(sp);
-}
-
-/* Takes an orphan into this heap: its remote list becomes local. */
-static bool heap_adopt(heap_t *h, span_t *sp) {
-  uint64_t x = atomic_exchange_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), ACQ);
-  atomic_store_explicit(&sp->heap, h, RLX);
-  span_take_list(sp, x);
-  if (used_get(sp) == 0) {
-    pool_put(sp, h->stripe);
-    return false;
-  }
-  atomic_store_explicit(&sp->attached, h, RLX);
-  return true;
+  orphan_put(sp, stripe);
 }
 
 /* ---- allocation slow path ---------------------------------------------- */
@@ -218,9 +231,9 @@ static bool heap_retire(heap_t *h, span_t *sp) {
   return false;
 }
 
-/* Next hot span for a class: this heap's reusable spans, those handed back
- * through the inbox, orphans of dead threads, then an empty span from the
- * pool (scalloc Listing 3, get_span). */
+/* Next hot span for a class: this heap's reusable spans (some handed back by
+ * other threads' frees), orphans of exited threads, then an empty span from
+ * the pool (scalloc Listing 3, get_span). */
 static span_t *list_pop(heap_t *h, unsigned cls) {
   span_t *sp;
   spin_lock(&h->lock);
@@ -232,11 +245,27 @@ static span_t *list_pop(heap_t *h, unsigned cls) {
   return sp;
 }
 
+/* Adopts an orphan: it becomes this heap's, its remote list local. */
+static span_t *orphan_adopt(heap_t *h, unsigned cls) {
+  span_t *sp;
+  if (!__atomic_load_n(&orphanage.list[cls], __ATOMIC_RELAXED)) return NULL;
+  while ((sp = list_pop(&orphanage, cls)) != NULL) {
+    atomic_store_explicit(&sp->heap, h, RLX);
+    if (used_get(sp) == 0) {
+      pool_put(sp, h->stripe);
+      continue;
+    }
+    atomic_store_explicit(&sp->attached, h, RLX);
+    return sp;
+  }
+  return NULL;
+}
+
 static span_t *heap_next_span(heap_t *h, unsigned cls) {
   span_t *sp = list_pop(h, cls);
   if (sp) return sp;
-  while ((sp = orphan_get(cls)) != NULL)
-    if (heap_adopt(h, sp)) return sp;
+  sp = orphan_adopt(h, cls);
+  if (sp) return sp;
   sp = pool_get(rill_class_order(cls), h->stripe);
   if (sp) span_init_class(sp, cls, h);
   return sp;
@@ -372,7 +401,7 @@ void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
 /* ---- thread exit -------------------------------------------------------- */
 /* Hands a span this heap tracks to the rest of the process: pooled when
  * empty, else floating (adopted by whoever frees its last blocks) or, when
- * it has room, queued on the orphan stacks for any thread to adopt. */
+ * it has room, listed on the orphanage for any thread to adopt. */
 static void heap_release(heap_t *h, span_t *sp) {
   span_collect(sp);
   atomic_store_explicit(&sp->attached, NULL, RLX);
@@ -388,7 +417,7 @@ static void heap_release(heap_t *h, span_t *sp) {
     unsigned st = sp->cap - used >= span_reuse_mark(sp) ? ST_QUEUED : ST_FLOATING;
     uint64_t expect = XF_MAKE(ST_ATTACHED, 0, 0);
     if (atomic_compare_exchange_strong_explicit(&sp->xf, &expect, XF_MAKE(st, 0, 0), REL, RLX)) {
-      if (st == ST_QUEUED) orphan_put(sp);
+      if (st == ST_QUEUED) orphan_put(sp, h->stripe);
       return;
     }
     span_collect(sp);
@@ -470,6 +499,7 @@ static void heaps_lock_all(bool lock) {
   if (n > MAX_HEAPS) n = MAX_HEAPS;
   for (uint32_t i = 0; i < n; i++) lock ? spin_lock(&heaps[i].lock) : spin_unlock(&heaps[i].lock);
   lock ? spin_lock(&backing.lock) : spin_unlock(&backing.lock);
+  lock ? spin_lock(&orphanage.lock) : spin_unlock(&orphanage.lock);
 }
 void heap_fork_prepare(void) {
   spin_lock(&backing_lock);

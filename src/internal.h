@@ -75,8 +75,8 @@ struct heap;
  *   ATTACHED  a heap allocates from it (hot), or is moving it
  *   LISTED    on its owner's reusable list (scalloc: reusable, still owned)
  *   FLOATING  full when its owner let go; `fused` holds its used count
- *   QUEUED    being handed back to its owner, or orphaned (owner gone) on an
- *             orphan stack, waiting for a heap to adopt it
+ *   QUEUED    in the moment a free hands it back to its owner's list (or, the
+ *             owner gone, to the orphanage's)
  *   FREE      in the span pool */
 enum { ST_ATTACHED = 0, ST_FLOATING = 1, ST_QUEUED = 2, ST_FREE = 3, ST_LISTED = 4 };
 #define XF_HEAD(x)        ((uint32_t)(x))
@@ -185,8 +185,6 @@ span_t *pool_get(unsigned order, unsigned stripe) INTERNAL;
 void pool_put(span_t *sp, unsigned stripe) INTERNAL;
 size_t pool_purge(void) INTERNAL;
 uint64_t pool_purged_bytes(void) INTERNAL;
-void orphan_put(span_t *sp) INTERNAL;
-span_t *orphan_get(unsigned cls) INTERNAL;
 
 /* tagged Treiber stack of spans: head = index + 1 (32 bits) | tag (32 bits) */
 typedef _Atomic uint64_t span_stack_t;

@@ -1,7 +1,6 @@
 /* pool.c - the global span pool (scalloc §3.3): empty spans in lock-free
  * Treiber stacks, one per span order and per stripe (stripe = heap id mod
- * cores), plus per-class stacks of orphaned partly free spans (Streamflow
- * §3.1.1 "Thread termination"). No locks anywhere in this file. */
+ * cores), and their delayed, batched purging. No locks in this file. */
 #include "internal.h"
 
 /* one cache line per head, so stripes do not false-share */
@@ -9,7 +8,6 @@ typedef struct {
   _Alignas(64) span_stack_t top;
 } padded_stack_t;
 static padded_stack_t pool[NORDERS][MAX_STRIPES];
-static padded_stack_t orphans[NCLASSES];
 
 /* Heads carry a 32-bit tag bumped on every change, so a pop that read a
  * stale `link` fails its CAS instead of corrupting the stack (ABA). */
@@ -55,7 +53,6 @@ static span_t *chain_next(span_t *sp) {
  * frees and reallocates spans in a loop makes no system calls. Whichever
  * thread passes a due time first runs one pass over the pool; it madvises
  * the spans that have waited long enough, merging neighbours into one call. */
-static void orphan_sweep(void);
 static _Atomic uint64_t purge_due;
 static _Atomic uint64_t purged_bytes;
 
@@ -137,7 +134,6 @@ static void purge_maybe(uint64_t now) {
   if (now < due) return;
   uint32_t d = rill_opt.purge_delay, step = d / 4 > 10 ? d / 4 : 10;
   if (!atomic_compare_exchange_strong_explicit(&purge_due, &due, now + step, RLX, RLX)) return;
-  orphan_sweep();
   purge_pass((uint32_t)(now - d), true);
 }
 
@@ -167,35 +163,8 @@ void pool_put(span_t *sp, unsigned stripe) {
   purge_maybe(now);
 }
 
-/* Orphans whose last blocks were freed while they sat on an orphan stack
- * cannot be unlinked by the freeing thread; a sweep pools them. */
-static void orphan_sweep(void) {
-  for (unsigned c = 0; c < NCLASSES; c++) {
-    span_t *sp = stack_take_all(&orphans[c].top);
-    while (sp) {
-      span_t *next = chain_next(sp);
-      uint64_t x = atomic_load_explicit(&sp->xf, ACQ);
-      if (XF_COUNT(x) >= atomic_load_explicit(&sp->fused, RLX) &&
-          atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
-        pool_put(sp, 0);
-      else
-        stack_push(&orphans[c].top, sp);
-      sp = next;
-    }
-  }
-}
-
 /* rill_collect and malloc_trim: every pooled span, now, with MADV_DONTNEED
  * so the pages leave RSS at once. Spans popped meanwhile are not seen. */
 size_t pool_purge(void) {
-  orphan_sweep();
   return purge_pass((uint32_t)os_now_ms() + 1, false);
-}
-
-void orphan_put(span_t *sp) {
-  stack_push(&orphans[sp->cls].top, sp);
-}
-
-span_t *orphan_get(unsigned cls) {
-  return stack_pop(&orphans[cls].top);
 }

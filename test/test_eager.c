@@ -2,7 +2,8 @@
  * its owner's reusable list goes back to the global pool the moment its last
  * block is freed, whether another thread or the owner frees it, and while
  * the owner sits idle (no later allocation needed). Also races owner and
- * remote frees over many spans and checks no empty span is left behind. */
+ * remote frees over many spans and checks no empty span is left behind, and
+ * that a span orphaned by an exited thread goes back at its last free too. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -121,7 +122,40 @@ static void *race_owner(void *arg) {
   return NULL;
 }
 
+/* ---- orphans: a span left by an exited thread goes back at its last free */
+static void *orphan_maker(void *arg) {
+  (void)arg;
+  fill();
+  free_range(0, cap / 2); /* span 0 half free: at exit it is orphaned, not floated */
+  free_range(cap, nobj);  /* everything else back: span 1 and the hot span pool */
+  return NULL;
+}
+
+static void orphan_case(void) {
+  size = 128;
+  cap = SPAN_BYTES / size;
+  nobj = 2 * cap;
+  objs = calloc(nobj, sizeof *objs);
+  pthread_t t;
+  pthread_create(&t, NULL, orphan_maker, NULL);
+  pthread_join(t, NULL);
+  struct rill_stats s0 = snap();
+  CHECK(s0.spans_reusable >= 1, "orphan: the exited thread's half-free span is not reusable");
+  free_range(cap / 2, cap - 1);
+  struct rill_stats s1 = snap();
+  CHECK(s1.spans_reusable == s0.spans_reusable, "orphan: pooled before its last free");
+  rill_free(objs[cap - 1]);
+  struct rill_stats s2 = snap();
+  CHECK(s2.spans_reusable + 1 == s1.spans_reusable && s2.spans_free == s1.spans_free + 1,
+        "orphan: span emptied after its owner exited not pooled at once "
+        "(reusable %llu -> %llu, free %llu -> %llu)",
+        (unsigned long long)s1.spans_reusable, (unsigned long long)s2.spans_reusable,
+        (unsigned long long)s1.spans_free, (unsigned long long)s2.spans_free);
+  free(objs);
+}
+
 int main(void) {
+  orphan_case();
   size_t sizes[] = {48, 1024, 4096};
   for (int t = 0; t < 3; t++) {
     size = sizes[t];
