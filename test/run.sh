@@ -77,8 +77,10 @@ apt_install() {
   }
 }
 
-need() { # need COMMAND PACKAGE
-  command -v "$1" >/dev/null 2>&1 || apt_install "$2" || true
+need() { # need COMMAND PACKAGE...
+  local cmd=$1
+  shift
+  command -v "$cmd" >/dev/null 2>&1 || apt_install "$@" || true
 }
 
 say "tools"
@@ -259,7 +261,12 @@ fi
 # ---- aarch64: cross build, and a run under qemu with 4, 16 and 64 KiB pages -------------
 
 say "aarch64 cross build and qemu runs"
-need aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
+need aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+# The cross compiler only recommends its C library headers, and --no-install-recommends
+# leaves them out: install them even when the compiler is already there.
+if command -v aarch64-linux-gnu-gcc >/dev/null && [ ! -e /usr/aarch64-linux-gnu/include/stdio.h ]; then
+  apt_install libc6-dev-arm64-cross || true
+fi
 need qemu-aarch64 qemu-user
 if command -v aarch64-linux-gnu-gcc >/dev/null; then
   A64="$B/aarch64"
