@@ -2,9 +2,11 @@
  * span-metadata table, and the thin wrappers over mmap/madvise. The bottom
  * layer: it knows nothing of classes or heaps. */
 #define _GNU_SOURCE
+#include <linux/futex.h>
 #include <sched.h>
-#include <time.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -35,6 +37,20 @@ void os_purge_lazy(void *p, size_t n) {
   if (rill_opt.purge_free && madvise(p, n, MADV_FREE) == 0) return;
 #endif
   madvise(p, n, MADV_DONTNEED);
+}
+
+/* Sleeps while *w == v (a private futex); os_wake wakes one sleeper. */
+void os_wait(_Atomic uint32_t *w, uint32_t v) {
+  syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+}
+void os_wake(_Atomic uint32_t *w) {
+  syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void os_sleep_ms(uint32_t ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
 }
 
 uint64_t os_now_ms(void) {

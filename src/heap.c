@@ -316,6 +316,7 @@ heap_t *heap_get_slow(void) {
 
 void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) {
   void *p;
+  purger_poll();
   if (h == &rill_empty_heap) {
     h = heap_get_slow();
     if (!h) h = &rill_done_heap;
@@ -352,6 +353,7 @@ void heap_span_emptied(heap_t *h, span_t *sp) {
     x = atomic_load_explicit(&sp->xf, RLX);
   }
   listed_claim(sp, x, used, h->stripe);
+  purger_poll();
 }
 
 static void large_free(heap_t *h, span_t *sp, void *p, const char *fn) {
@@ -396,6 +398,7 @@ void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
     }
   }
   span_free_remote(h, sp, p);
+  purger_poll();
 }
 
 /* ---- thread exit -------------------------------------------------------- */

@@ -128,15 +128,19 @@ static void fork_prepare(void) {
   spin_lock(&init_lock);
   heap_fork_prepare();
   huge_fork_prepare();
+  pool_fork_prepare();
 }
 static void fork_parent(void) {
+  pool_fork_parent();
   huge_fork_parent();
   heap_fork_parent();
   spin_unlock(&init_lock);
 }
 static void fork_child(void) {
+  pool_fork_child();
   huge_fork_child();
   heap_fork_child();
+  purger_fork_child();
   atomic_store_explicit(&init_lock, 0, RLX);
 }
 
@@ -149,6 +153,8 @@ bool rill_init(void) {
   if (!ok) {
     rill_opt.show_stats = opt_bool("RILL_SHOW_STATS", false);
     rill_opt.hugepages = opt_bool("RILL_HUGEPAGES", false);
+    rill_opt.purge_thread = opt_bool("RILL_PURGE_THREAD", false);
+    purger_init(rill_opt.purge_thread);
     rill_opt.purge_delay = opt_uint("RILL_PURGE_DELAY_MS", 1000, 0, 3600000);
     static const char *const advice[] = {"dontneed", "free"};
     rill_opt.purge_free = opt_word("RILL_PURGE", advice, 2,

@@ -177,6 +177,9 @@ span_t *arena_fresh(unsigned order) INTERNAL;
 void os_purge(void *p, size_t n) INTERNAL;
 void os_purge_lazy(void *p, size_t n) INTERNAL;
 uint64_t os_now_ms(void) INTERNAL;
+void os_sleep_ms(uint32_t ms) INTERNAL;
+void os_wait(_Atomic uint32_t *w, uint32_t v) INTERNAL;
+void os_wake(_Atomic uint32_t *w) INTERNAL;
 void *os_map(size_t n) INTERNAL;
 void os_unmap(void *p, size_t n) INTERNAL;
 
@@ -184,6 +187,26 @@ void os_unmap(void *p, size_t n) INTERNAL;
 span_t *pool_get(unsigned order, unsigned stripe) INTERNAL;
 void pool_put(span_t *sp, unsigned stripe) INTERNAL;
 size_t pool_purge(void) INTERNAL;
+size_t pool_purge_timed(uint64_t now) INTERNAL;
+void pool_watch(void) INTERNAL;
+bool pool_waiting(void) INTERNAL;
+void pool_wait_pages(void) INTERNAL;
+bool pool_settle(void) INTERNAL;
+void pool_fork_prepare(void) INTERNAL;
+void pool_fork_parent(void) INTERNAL;
+void pool_fork_child(void) INTERNAL;
+
+/* ---- background purger (purger.c), RILL_PURGE_THREAD ------------------ */
+void purger_init(bool on) INTERNAL;
+void purger_start_slow(void) INTERNAL;
+void purger_fork_child(void) INTERNAL;
+extern _Atomic int rill_purger_state INTERNAL; /* PURGER_* */
+enum { PURGER_OFF = 0, PURGER_WANTED = 1, PURGER_RUNNING = 2 };
+/* Slow paths call this where they hold no rill lock: the purger starts once
+ * the pool first holds pages (so short programs never get the thread). */
+static inline void purger_poll(void) {
+  if (unlikely(atomic_load_explicit(&rill_purger_state, RLX) == PURGER_WANTED)) purger_start_slow();
+}
 uint64_t pool_purged_bytes(void) INTERNAL;
 
 /* tagged Treiber stack of spans: head = index + 1 (32 bits) | tag (32 bits) */
@@ -258,6 +281,7 @@ typedef struct options {
   bool show_stats;
   bool purge_free;      /* RILL_PURGE=free: MADV_FREE instead of MADV_DONTNEED */
   bool hugepages;       /* RILL_HUGEPAGES=1 */
+  bool purge_thread;    /* RILL_PURGE_THREAD=1 */
   uint32_t purge_delay; /* RILL_PURGE_DELAY_MS */
 } options_t;
 extern options_t rill_opt INTERNAL;

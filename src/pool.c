@@ -1,6 +1,7 @@
 /* pool.c - the global span pool (scalloc §3.3): empty spans in lock-free
  * Treiber stacks, one per span order and per stripe (stripe = heap id mod
- * cores), and their delayed, batched purging. No locks in this file. */
+ * cores), and their delayed, batched purging. The stacks take no lock; one
+ * lock keeps purge passes apart from each other and from fork. */
 #include "internal.h"
 
 /* one cache line per head, so stripes do not false-share */
@@ -55,6 +56,9 @@ static span_t *chain_next(span_t *sp) {
  * the spans that have waited long enough, merging neighbours into one call. */
 static _Atomic uint64_t purge_due;
 static _Atomic uint64_t purged_bytes;
+/* A pass holds whole stacks for a moment: a fork then would lose them in the
+ * child, so passes and fork exclude each other (timed passes just skip). */
+static _Atomic int purge_lock;
 
 #define BATCH 128
 typedef struct batch {
@@ -98,7 +102,8 @@ static void batch_flush(batch_t *b, span_stack_t *home) {
     for (unsigned k = i; k < j; k++) {
       span_t *sp = b->sp[k];
       if (span_start(sp) < ps || span_start(sp) + span_bytes(sp) > pe) continue; /* kept */
-      if (!b->lazy || !rill_opt.purge_free) sp->fresh = 1;
+      /* relaxed atomic: rill_stats_get reads it from any thread */
+      if (!b->lazy || !rill_opt.purge_free) __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED);
       sp->stamp = UINT32_MAX; /* purged: nothing left to give back */
     }
     i = j;
@@ -107,15 +112,18 @@ static void batch_flush(batch_t *b, span_stack_t *home) {
   b->n = 0;
 }
 
-/* Purges pooled spans that entered the pool at or before `cutoff` ms. */
-static size_t purge_pass(uint32_t cutoff, bool lazy) {
+/* Purges pooled spans that entered the pool at or before `cutoff` ms; *left
+ * counts those that still hold pages, too young to go. */
+static size_t purge_pass(uint32_t cutoff, bool lazy, size_t *left) {
   batch_t b = {.n = 0, .bytes = 0, .lazy = lazy};
+  *left = 0;
   for (unsigned o = 0; o < NORDERS; o++)
     for (unsigned s = 0; s < rill_arena.stripes; s++) {
       span_stack_t *st = &pool[o][s].top;
       for (span_t *sp = stack_take_all(st); sp;) {
         span_t *next = chain_next(sp);
         if (sp->fresh || sp->stamp == UINT32_MAX || (int32_t)(sp->stamp - cutoff) > 0) {
+          if (!sp->fresh && sp->stamp != UINT32_MAX) ++*left;
           stack_push(st, sp);
         } else {
           b.sp[b.n++] = sp;
@@ -129,12 +137,74 @@ static size_t purge_pass(uint32_t cutoff, bool lazy) {
   return b.bytes;
 }
 
-static void purge_maybe(uint64_t now) {
+/* One timed pass if one is due (every quarter delay) and no other pass runs.
+ * Returns the spans left holding pages, or 1 when no pass ran. */
+size_t pool_purge_timed(uint64_t now) {
   uint64_t due = atomic_load_explicit(&purge_due, RLX);
-  if (now < due) return;
+  if (now < due) return 1;
   uint32_t d = rill_opt.purge_delay, step = d / 4 > 10 ? d / 4 : 10;
-  if (!atomic_compare_exchange_strong_explicit(&purge_due, &due, now + step, RLX, RLX)) return;
-  purge_pass((uint32_t)(now - d), true);
+  if (!atomic_compare_exchange_strong_explicit(&purge_due, &due, now + step, RLX, RLX)) return 1;
+  if (atomic_exchange_explicit(&purge_lock, 1, ACQ)) return 1;
+  size_t left;
+  purge_pass((uint32_t)(now - d), true, &left);
+  spin_unlock(&purge_lock);
+  return left;
+}
+
+/* ---- the background purger's view (purger.c) ---------------------------- */
+/* `waiting` is 1 while some pooled span may still hold pages. pool_put
+ * raises it; once a purger watches, the 0 -> 1 change wakes it: one futex
+ * call per idle -> busy transition, not one per span. */
+static _Atomic int watched;
+static _Atomic uint32_t waiting;
+
+void pool_watch(void) {
+  atomic_store_explicit(&waiting, 1, RLX); /* look once: spans may be pooled already */
+  atomic_store_explicit(&watched, 1, memory_order_seq_cst);
+}
+
+bool pool_waiting(void) {
+  return atomic_load_explicit(&waiting, RLX) != 0;
+}
+
+static inline void pages_arrived(void) {
+  bool w = atomic_load_explicit(&watched, RLX);
+  /* pairs with pool_settle's fence: it sees this span, or we see 0 */
+  if (w) atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&waiting, RLX)) return;
+  if (atomic_exchange_explicit(&waiting, 1, memory_order_seq_cst) == 0 && w) os_wake(&waiting);
+}
+
+/* Blocks the purger until some pooled span holds pages. */
+void pool_wait_pages(void) {
+  while (!atomic_load_explicit(&waiting, ACQ)) os_wait(&waiting, 0);
+}
+
+/* After a pass that left nothing: lower the flag, then look once more, so a
+ * span pooled meanwhile is not missed. True if pages remain. */
+bool pool_settle(void) {
+  atomic_store_explicit(&waiting, 0, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+  size_t left;
+  spin_lock(&purge_lock);
+  purge_pass((uint32_t)(os_now_ms() - rill_opt.purge_delay), true, &left);
+  spin_unlock(&purge_lock);
+  if (left) atomic_store_explicit(&waiting, 1, RLX);
+  return left != 0;
+}
+
+static inline void purge_maybe(uint64_t now) {
+  if (now >= atomic_load_explicit(&purge_due, RLX)) pool_purge_timed(now);
+}
+
+void pool_fork_prepare(void) {
+  spin_lock(&purge_lock);
+}
+void pool_fork_parent(void) {
+  spin_unlock(&purge_lock);
+}
+void pool_fork_child(void) {
+  atomic_store_explicit(&purge_lock, 0, RLX);
 }
 
 uint64_t pool_purged_bytes(void) {
@@ -154,17 +224,23 @@ span_t *pool_get(unsigned order, unsigned stripe) {
 
 void pool_put(span_t *sp, unsigned stripe) {
   uint64_t now = os_now_ms();
-  sp->bsize = 0; /* frees into a pooled span are now invalid */
-  sp->stamp = sp->fresh ? UINT32_MAX : (uint32_t)now;
+  sp->bsize = 0;           /* frees into a pooled span are now invalid */
+  bool pages = !sp->fresh; /* read before the push: sp is anyone's after it */
+  sp->stamp = pages ? (uint32_t)now : UINT32_MAX;
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   stack_push(&pool[sp->order][stripe % rill_arena.stripes].top, sp);
+  if (pages) pages_arrived();
   purge_maybe(now);
 }
 
 /* rill_collect and malloc_trim: every pooled span, now, with MADV_DONTNEED
  * so the pages leave RSS at once. Spans popped meanwhile are not seen. */
 size_t pool_purge(void) {
-  return purge_pass((uint32_t)os_now_ms() + 1, false);
+  size_t left;
+  spin_lock(&purge_lock);
+  size_t n = purge_pass((uint32_t)os_now_ms() + 1, false, &left);
+  spin_unlock(&purge_lock);
+  return n;
 }

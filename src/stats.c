@@ -17,7 +17,7 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
       unsigned st = XF_STATE(x);
       if (st == ST_FREE) {
         s.spans_free++;
-        if (!sp->fresh) s.bytes_committed += bytes;
+        if (!__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED)) s.bytes_committed += bytes;
       } else {
         s.bytes_committed += bytes;
         uint64_t used = st == ST_ATTACHED || st == ST_LISTED

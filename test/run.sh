@@ -210,6 +210,10 @@ for v in "${TSAN_BUILT[@]}"; do
     # destructors may only use the rounds before it.
     tsan_run tsan_tls 0 --mode tls --tls-threads 64 --tls-rounds $((TSAN_TLS_ROUNDS))
     tsan_run tsan_fork 0 --mode fork --forks $TS_FORKS --fork-threads 2
+    # the background purger's passes race with every pool operation and with fork
+    RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=5 tsan_run tsan_purger 0 \
+      --mode random,prodcons,churn,fork --threads 1,4 --ops $TS_OPS --items $TS_ITEMS \
+      --churn $TS_CHURN --forks $TS_FORKS --fork-threads 2
   else
     tsan_run "tsan_variant${v}_random_prodcons" "$v" --mode random,prodcons \
       --threads 1,8 --ops $TS_OPS --items $TS_ITEMS

@@ -1,0 +1,160 @@
+/* test_purger.c - proves the background purger (RILL_PURGE_THREAD=1) gives the
+ * pages of freed spans back while the program is idle: no allocator call runs
+ * after the frees, yet RSS falls. Also: the thread starts only once the pool
+ * holds pages, blocks every signal, and comes back in a forked child.
+ *
+ *   test_purger            run with RILL_PURGE_THREAD=1 (CTest sets it)
+ *   test_purger --control  run without it: RSS must stay up while idle, which
+ *                          shows the first run measures the purger, not chance */
+#include "rill_test.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+/* RSS without stdio: fopen would allocate, and the idle phase must not. */
+static size_t rss_raw(void) {
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY);
+  if (fd < 0) DIE("cannot open /proc/self/statm");
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) DIE("cannot read /proc/self/statm");
+  buf[n] = 0;
+  const char *s = buf;
+  while (*s && *s != ' ') s++;
+  return (size_t)strtoul(s, NULL, 10) * page_size();
+}
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* Threads named rill-purger, and whether each blocks every signal. */
+static int purger_threads(bool *all_blocked) {
+  int count = 0;
+  *all_blocked = true;
+  DIR *d = opendir("/proc/self/task");
+  if (!d) DIE("cannot list /proc/self/task");
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    bool is = fgets(line, sizeof line, f) && strncmp(line, "rill-purger", 11) == 0;
+    fclose(f);
+    if (!is) continue;
+    count++;
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+    f = fopen(path, "r");
+    if (!f) continue;
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "SigBlk:", 7) == 0) {
+        /* signals a program might direct at itself all stay blocked here */
+        unsigned long long m = strtoull(line + 7, NULL, 16);
+        const int sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGUSR1, SIGUSR2,     SIGPIPE,
+                            SIGALRM, SIGTERM, SIGCHLD, SIGPROF, SIGRTMIN + 1};
+        for (unsigned i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+          if (!(m & (1ull << (sigs[i] - 1)))) *all_blocked = false;
+      }
+    fclose(f);
+  }
+  closedir(d);
+  return count;
+}
+
+struct node {
+  struct node *next;
+};
+
+/* Fills `bytes` with small objects (16..1024 B), touching them, and frees them all. */
+static void burst(size_t bytes, uint64_t seed) {
+  struct node *head = NULL;
+  size_t got = 0;
+  while (got < bytes) {
+    size_t n = 16 + (size_t)(rng_next(&seed) % 1009);
+    struct node *o = keep(malloc(n));
+    if (!o) DIE("malloc(%zu) failed after %zu bytes", n, got);
+    memset(o, 0x5a, n);
+    o->next = head;
+    head = o;
+    got += n;
+  }
+  while (head) {
+    struct node *next = head->next;
+    free(head);
+    head = next;
+  }
+}
+
+/* Waits idle, reading RSS, until it is under `limit` or `ms` pass. */
+static size_t idle_until_below(size_t limit, unsigned ms) {
+  size_t r = rss_raw();
+  for (unsigned t = 0; t < ms && r >= limit; t += 50) {
+    sleep_ms(50);
+    r = rss_raw();
+  }
+  return r;
+}
+
+static void check_idle_return(const char *who, size_t base, size_t bytes) {
+  burst(bytes, 12345);
+  size_t after_free = rss_raw();
+  size_t end = idle_until_below(base + bytes / 8, 6000);
+  printf("%s: RSS %zu MiB at start, %zu MiB right after freeing %zu MiB, %zu MiB after idling\n",
+         who, base / MiB, after_free / MiB, bytes / MiB, end / MiB);
+  CHECK(end < base + bytes / 8,
+        "%s: idle RSS stayed at %zu MiB (start %zu MiB, %zu MiB freed): the purger gave "
+        "nothing back",
+        who, end / MiB, base / MiB, bytes / MiB);
+}
+
+int main(int argc, char **argv) {
+  bool control = argc > 1 && strcmp(argv[1], "--control") == 0;
+  const size_t bytes = 128 * MiB;
+  bool blocked;
+
+  free(keep(malloc(64))); /* rill is up; nothing pooled yet */
+  size_t base = rss_raw();
+  CHECK(purger_threads(&blocked) == 0, "a purger thread runs before the pool held any pages");
+
+  if (control) {
+    burst(bytes, 12345);
+    size_t end = idle_until_below(base + bytes / 8, 1500);
+    printf("control: RSS %zu MiB at start, %zu MiB after 1.5 s idle without the purger\n",
+           base / MiB, end / MiB);
+    CHECK(end >= base + bytes / 2,
+          "without RILL_PURGE_THREAD idle RSS fell to %zu MiB: the purger run proves nothing",
+          end / MiB);
+    CHECK(purger_threads(&blocked) == 0, "a purger thread runs without RILL_PURGE_THREAD");
+    return t_finish("test_purger --control");
+  }
+
+  check_idle_return("parent", base, bytes);
+  CHECK(purger_threads(&blocked) == 1, "expected one rill-purger thread");
+  CHECK(blocked, "the purger thread does not block every signal");
+
+  /* a second burst after the purger went back to sleep is purged too */
+  check_idle_return("parent, second burst", base, bytes);
+
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) DIE("fork failed");
+  if (pid == 0) {
+    size_t cbase = rss_raw();
+    check_idle_return("forked child", cbase, bytes / 2);
+    CHECK(purger_threads(&blocked) == 1, "the forked child has no purger thread");
+    fflush(stdout);
+    _exit(atomic_load(&t_failures) ? 1 : 0);
+  }
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) DIE("waitpid failed");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked child failed (status %d)", st);
+  return t_finish("test_purger");
+}
