@@ -9,6 +9,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -286,6 +287,20 @@ static inline void bench_kv_dbl(const char *key, double v) {
 }
 static inline void bench_kv_str(const char *key, const char *v) {
   printf(" %s=%s", key, v);
+}
+
+/* Resident set size now, from /proc/self/statm, without stdio (which may
+ * allocate): benchmarks read it where no allocator call may run. */
+static inline long bench_rss_kib(void) {
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  char *s = strchr(buf, ' ');
+  return s ? strtol(s + 1, NULL, 10) * (sysconf(_SC_PAGESIZE) / 1024) : -1;
 }
 
 /* Peak RSS of this process image from /proc (VmHWM, KiB), or -1. Unlike

@@ -3,8 +3,6 @@
  * shows memory leaked per thread. Follows LKmalloc (ISMM'98) sec. 4 (requirements 6 and 8). */
 #include "bench.h"
 
-#include <fcntl.h>
-
 /* Each of -r rounds starts -t threads and joins them. A thread allocates -n objects (8..1024 B,
  * and one in 64 of 1..64 KiB) into a small working set, freeing a random one after each
  * allocation once the set holds 32; when it is done it frees what it holds except -p percent,
@@ -83,18 +81,6 @@ static void *run(void *arg) {
   return NULL;
 }
 
-static long rss_kib(void) {
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  char *s = strchr(buf, ' ');
-  return s ? strtol(s + 1, NULL, 10) * (sysconf(_SC_PAGESIZE) / 1024) : -1;
-}
-
 static void usage(void) {
   fprintf(stderr,
           "usage: mleak [-t threads] [-r rounds] [-n allocs] [-p percent] [-h slots] [-S seed]\n"
@@ -143,7 +129,7 @@ int main(int argc, char **argv) {
 
   table = bench_xmalloc((size_t)opt_slots * sizeof *table);
   for (size_t i = 0; i < opt_slots; i++) atomic_init(&table[i].p, NULL);
-  long rss_base = rss_kib(), rss_first = 0, rss_mid = 0, rss_last = 0;
+  long rss_base = bench_rss_kib(), rss_first = 0, rss_mid = 0, rss_last = 0;
   printf("mleak: %u threads per round, %" PRIu64 " rounds; RSS at start: %ld KiB\n", threads,
          opt_rounds, rss_base);
 
@@ -159,7 +145,7 @@ int main(int argc, char **argv) {
     }
     for (unsigned i = 0; i < threads; i++) bench_join(tid[i]);
     if (r == 0 || r + 1 == opt_rounds / 2 || r + 1 == opt_rounds || (r + 1) % report == 0) {
-      long rss = rss_kib();
+      long rss = bench_rss_kib();
       if (r == 0) rss_first = rss;
       if (r + 1 == opt_rounds / 2) rss_mid = rss;
       if (r + 1 == opt_rounds) rss_last = rss;

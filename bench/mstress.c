@@ -3,8 +3,6 @@
  * memory of exited threads is reused. Follows LKmalloc (ISMM'98) sec. 4 (requirements 6, 8). */
 #include "bench.h"
 
-#include <fcntl.h>
-
 /* Round r runs -t threads at once. Thread i first frees slice i of the pool that round r-1
  * filled (objects whose allocating threads have exited), then performs -n random replacements
  * in a working set of -l objects (free a random one, allocate a new one), then hands -p percent
@@ -98,18 +96,6 @@ static void *run(void *arg) {
   return NULL;
 }
 
-static long rss_kib(void) {
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  char *s = strchr(buf, ' ');
-  return s ? strtol(s + 1, NULL, 10) * (sysconf(_SC_PAGESIZE) / 1024) : -1;
-}
-
 static void usage(void) {
   fprintf(stderr,
           "usage: mstress [-t threads] [-r rounds] [-n steps] [-l live] [-p percent] [-S seed]\n"
@@ -164,7 +150,7 @@ int main(int argc, char **argv) {
   }
   long *rss = bench_xmalloc((size_t)opt_rounds * sizeof *rss);
   printf("mstress: %u threads per round, %" PRIu64 " rounds; RSS before the first: %ld KiB\n",
-         threads, opt_rounds, rss_kib());
+         threads, opt_rounds, bench_rss_kib());
 
   double t0 = bench_now();
   pthread_t tid[BENCH_MAX_THREADS];
@@ -175,7 +161,7 @@ int main(int argc, char **argv) {
       bench_spawn(&tid[i], run, &workers[i]);
     }
     for (unsigned i = 0; i < threads; i++) bench_join(tid[i]);
-    rss[r] = rss_kib();
+    rss[r] = bench_rss_kib();
     printf("round %u rss_kib %ld live_kib %" PRId64 "\n", r + 1, rss[r],
            atomic_load_explicit(&bench_live_now, memory_order_relaxed) / 1024);
     fflush(stdout);

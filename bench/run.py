@@ -76,6 +76,7 @@ PEERS = [
 RILL_OPTION_VARIANTS = [
     ("rill-thp", "librill.so", {"RILL_HUGEPAGES": "1"}),
     ("rill-purge0", "librill.so", {"RILL_PURGE_DELAY_MS": "0"}),
+    ("rill-purgethread", "librill.so", {"RILL_PURGE_THREAD": "1"}),
 ]
 ALL_ALLOCATORS = [n for n, _ in RILL_LIBS] + ["glibc"] + [n for n, _, _ in PEERS]
 QUICK_ALLOCATORS = ["rill", "glibc"] + [n for n, _, _ in PEERS]
@@ -235,6 +236,9 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
         Spec("mleak", "mleak", ["-r", pick("4000", "10000"), "-n", "200", "-p", "5"],
              "LKmalloc sec. 4 (thread independence, stability)", threads=[4], modes=("full",),
              reps=1, timeout=60, geomean=False),
+        Spec("idle", "idle", ["-b", pick("64M", "256M"), "-w", pick("1.5", "3")],
+             "LKmalloc sec. 4 (stability); memory given back while idle", threads=[2],
+             modes=("full",), reps=1, timeout=60, geomean=False),
         Spec("churn", "churn", ["-n", pick("4000", "100000")], "scalloc sec. 3.3, 7.7",
              threads=[1], modes=(), reps=1, timeout=300),
     ]
