@@ -3,7 +3,6 @@
  * Follows LKmalloc (ISMM'98) sec. 3-4 (requests, requirements 7-8) and sec. 7 (bleeding). */
 #include "bench.h"
 
-#include <fcntl.h>
 
 /* Each worker repeatedly serves a request: about -a allocations, 80% of them 8..40 B and the
  * rest 41..1000 B, held in a working set of at most -w blocks from which a random block is
@@ -227,21 +226,6 @@ static void *run(void *arg) {
 }
 
 /* ---- sampling RSS ------------------------------------------------------- */
-
-/* Resident set in KiB from /proc/self/statm, read without stdio (which would allocate). */
-static long rss_kib(void) {
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  char *s = strchr(buf, ' ');
-  if (s == NULL) return -1;
-  long pages = strtol(s + 1, NULL, 10);
-  return pages * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 static int64_t live_now(void) {
   int64_t sum = 0;
@@ -507,7 +491,7 @@ int main(int argc, char **argv) {
     int last = at >= dur_ns;
     if (last) at = dur_ns;
     sleep_until_ns(t0 + at);
-    long rss = rss_kib();
+    long rss = bench_rss_kib();
     int64_t live = live_now();
     if (live > live_max) live_max = live;
     samples[ns].ms = (uint32_t)((bench_now_ns() - t0) / 1000000u);
