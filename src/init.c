@@ -153,8 +153,7 @@ bool rill_init(void) {
   if (!ok) {
     rill_opt.show_stats = opt_bool("RILL_SHOW_STATS", false);
     rill_opt.hugepages = opt_bool("RILL_HUGEPAGES", false);
-    rill_opt.purge_thread = opt_bool("RILL_PURGE_THREAD", false);
-    purger_init(rill_opt.purge_thread);
+    purger_init(opt_bool("RILL_PURGE_THREAD", false));
     rill_opt.purge_delay = opt_uint("RILL_PURGE_DELAY_MS", 1000, 0, 3600000);
     static const char *const advice[] = {"dontneed", "free"};
     rill_opt.purge_free = opt_word("RILL_PURGE", advice, 2,

@@ -191,7 +191,7 @@ size_t pool_purge_timed(uint64_t now) INTERNAL;
 void pool_watch(void) INTERNAL;
 bool pool_waiting(void) INTERNAL;
 void pool_wait_pages(void) INTERNAL;
-bool pool_settle(void) INTERNAL;
+void pool_settle(void) INTERNAL;
 void pool_fork_prepare(void) INTERNAL;
 void pool_fork_parent(void) INTERNAL;
 void pool_fork_child(void) INTERNAL;
@@ -281,7 +281,6 @@ typedef struct options {
   bool show_stats;
   bool purge_free;      /* RILL_PURGE=free: MADV_FREE instead of MADV_DONTNEED */
   bool hugepages;       /* RILL_HUGEPAGES=1 */
-  bool purge_thread;    /* RILL_PURGE_THREAD=1 */
   uint32_t purge_delay; /* RILL_PURGE_DELAY_MS */
 } options_t;
 extern options_t rill_opt INTERNAL;

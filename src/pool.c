@@ -181,8 +181,8 @@ void pool_wait_pages(void) {
 }
 
 /* After a pass that left nothing: lower the flag, then look once more, so a
- * span pooled meanwhile is not missed. True if pages remain. */
-bool pool_settle(void) {
+ * span pooled meanwhile is not missed (it raises the flag again). */
+void pool_settle(void) {
   atomic_store_explicit(&waiting, 0, memory_order_seq_cst);
   atomic_thread_fence(memory_order_seq_cst);
   size_t left;
@@ -190,7 +190,6 @@ bool pool_settle(void) {
   purge_pass((uint32_t)(os_now_ms() - rill_opt.purge_delay), true, &left);
   spin_unlock(&purge_lock);
   if (left) atomic_store_explicit(&waiting, 1, RLX);
-  return left != 0;
 }
 
 static inline void purge_maybe(uint64_t now) {

@@ -54,9 +54,9 @@ void purger_init(bool on) {
                         RLX);
 }
 
-/* Called where no rill lock is held (a thread's first heap, the malloc slow
- * path). The state moves first, so the allocations of pthread_create do not
- * come back here. */
+/* Called through purger_poll where no rill lock is held (the allocation slow
+ * path, and frees that pooled or handed back a span). The state moves first,
+ * so the allocations of pthread_create do not come back here. */
 void purger_start_slow(void) {
   int expect = PURGER_WANTED;
   if (!pool_waiting()) return;
