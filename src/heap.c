@@ -484,7 +484,7 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
   }
   unsigned order = 0;
   while ((SLOT_SIZE << order) < need) order++;
-  span_t *sp = pool_get(order, h->stripe);
+  span_t *sp = pool_get_large(order, h->stripe);
   if (!sp) return NULL;
   uintptr_t start = span_start(sp), obj = start;
   if (align > SLOT_SIZE) obj = (start + align - 1) & ~(uintptr_t)(align - 1);

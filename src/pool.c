@@ -210,12 +210,35 @@ uint64_t pool_purged_bytes(void) {
   return atomic_load_explicit(&purged_bytes, RLX);
 }
 
-/* Empty span of 2^order slots: the caller's stripe first (locality, scalloc
- * Listing 1 line 31), then any stripe, then fresh address space. */
-span_t *pool_get(unsigned order, unsigned stripe) {
+/* A pooled span of 2^order slots: the caller's stripe first (locality,
+ * scalloc Listing 1 line 31), then any stripe. */
+static span_t *pool_pop(unsigned order, unsigned stripe) {
   span_t *sp = stack_pop(&pool[order][stripe].top);
   for (unsigned i = 1; !sp && i < rill_arena.stripes; i++)
     sp = stack_pop(&pool[order][(stripe + i) % rill_arena.stripes].top);
+  return sp;
+}
+
+/* Empty span of 2^order slots, from the pool or else fresh address space. */
+span_t *pool_get(unsigned order, unsigned stripe) {
+  span_t *sp = pool_pop(order, stripe);
+  if (!sp) sp = arena_fresh(order);
+  purge_maybe(os_now_ms());
+  return sp;
+}
+
+/* For one large object: a span of at least 2^order slots. Orders never split
+ * or merge, so a program whose large sizes wander across a power of two
+ * would fault in fresh spans while pooled ones one order up sit resident and
+ * idle (the sizes benchmark, 1-4 MiB). A span one order up is taken before
+ * fresh memory: its pages are in RSS already, and the object still touches
+ * only what it uses. Two orders up would leave up to 7/8 of a span idle under
+ * a live object, where no purge can reach it; one order up bounds that at
+ * 3/4 of the span, which the pool would have kept resident for the purge
+ * delay anyway. */
+span_t *pool_get_large(unsigned order, unsigned stripe) {
+  span_t *sp = pool_pop(order, stripe);
+  if (!sp && order < MAX_ORDER) sp = pool_pop(order + 1, stripe);
   if (!sp) sp = arena_fresh(order);
   purge_maybe(os_now_ms());
   return sp;
