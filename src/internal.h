@@ -121,7 +121,6 @@ typedef struct span {
   struct span *prev, *next;   /* owner's reusable list (under the heap's lock) */
   /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
-  _Atomic uint32_t link;            /* next span index + 1 in a lock-free stack */
   _Atomic uint32_t fused;           /* `used`, frozen when the owner let the span go */
   _Atomic(struct heap *) heap;      /* owning heap (scalloc's LAB), kept while floating */
   /* --- rarely touched: large objects, pooling --- */
@@ -184,6 +183,7 @@ void *os_map(size_t n) INTERNAL;
 void os_unmap(void *p, size_t n) INTERNAL;
 
 /* ---- span pool (pool.c): scalloc §3.3 ----------------------------------- */
+bool pool_init(void) INTERNAL;
 span_t *pool_get(unsigned order, unsigned stripe) INTERNAL;
 span_t *pool_get_large(unsigned order, unsigned stripe) INTERNAL;
 void pool_put(span_t *sp, unsigned stripe) INTERNAL;
@@ -209,11 +209,6 @@ static inline void purger_poll(void) {
   if (unlikely(atomic_load_explicit(&rill_purger_state, RLX) == PURGER_WANTED)) purger_start_slow();
 }
 uint64_t pool_purged_bytes(void) INTERNAL;
-
-/* tagged Treiber stack of spans: head = index + 1 (32 bits) | tag (32 bits) */
-typedef _Atomic uint64_t span_stack_t;
-void stack_push(span_stack_t *st, span_t *sp) INTERNAL;
-span_t *stack_pop(span_stack_t *st) INTERNAL;
 
 /* ---- spans (span.c) ----------------------------------------------------- */
 void span_init_class(span_t *sp, unsigned cls, struct heap *h) INTERNAL;
