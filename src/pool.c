@@ -11,7 +11,7 @@
  * hardware prefetchers and page walks favour (the locality benchmark walks
  * such lists 1.5x faster than after LIFO reuse), and the top of the arena
  * stays idle, so purging finds it (first fit by address keeps a heap
- * compact; Wilson et al.'s survey, cited by scalloc §2). A summary word per
+ * compact: the survey LKmalloc §5 cites). A summary word per
  * 64 bitmap words marks the words that may hold bits, so a pop reads a few
  * words, not the whole map. Both levels change by atomic and/or only. */
 typedef struct {

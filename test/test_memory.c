@@ -198,6 +198,41 @@ static void large_order_reuse(void) {
         before, most);
 }
 
+/* The span pool hands back its lowest-addressed span first: blocks that
+ * each own a span, freed in a shuffled order, come back at ascending
+ * addresses (a LIFO pool would return them in the reverse of the shuffle). */
+static void pool_address_order(void) {
+  enum { N = 32 };
+  const size_t n = 300 * 1024; /* over the largest class: one span each */
+  unsigned char *p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = keep(T_malloc(n));
+    if (!p[i]) DIE("malloc(300 KiB) failed");
+    p[i][0] = 1;
+  }
+  unsigned seed = 777;
+  for (int i = N - 1; i > 0; i--) { /* shuffle, then free in that order */
+    seed = seed * 1103515245u + 12345u;
+    int j = (int)((seed >> 16) % (unsigned)(i + 1));
+    unsigned char *t = p[i];
+    p[i] = p[j];
+    p[j] = t;
+  }
+  for (int i = 0; i < N; i++) T_free(p[i]);
+  int inversions = 0;
+  for (int i = 0; i < N; i++) {
+    p[i] = keep(T_malloc(n));
+    if (!p[i]) DIE("malloc(300 KiB) failed");
+    if (i && p[i] < p[i - 1]) inversions++;
+  }
+  for (int i = 0; i < N; i++) T_free(p[i]);
+  printf("  %-38s %d of %d steps went down\n", "pooled spans reused by address", inversions, N - 1);
+  CHECK(inversions == 0,
+        "%d of %d blocks reallocated after a shuffled free came back below the previous one: "
+        "the pool does not reuse spans lowest address first",
+        inversions, N - 1);
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--mib") && i + 1 < argc)
@@ -207,6 +242,7 @@ int main(int argc, char **argv) {
   }
   setvbuf(stdout, NULL, _IONBF, 0);
   large_order_reuse();
+  pool_address_order();
   huge_unmapped();
   huge_block();
   phase("owners free, then trim", true, 0);
