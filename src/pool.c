@@ -15,8 +15,11 @@
  * 64 bitmap words marks the words that may hold bits, so a pop reads a few
  * words, not the whole map. Both levels change by atomic and/or only. */
 typedef struct {
-  _Atomic uint64_t *bits; /* one bit per slot */
-  _Atomic uint64_t *sum;  /* one bit per word of `bits` */
+  _Alignas(64) _Atomic uint64_t *bits; /* one bit per slot */
+  _Atomic uint64_t *sum;               /* one bit per word of `bits` */
+  /* Spans in the map, give or take those in flight: an empty map costs a
+   * get one load, not a scan, however many stripes it tries. */
+  _Atomic int64_t n;
 } map_t;
 static map_t maps[NORDERS][MAX_STRIPES];
 
@@ -63,10 +66,12 @@ static inline size_t map_words(void) {
 static void map_push(map_t *mp, span_t *sp) {
   size_t i = span_index(sp);
   map_put_bits(mp, i / 64, BIT(i));
+  atomic_fetch_add_explicit(&mp->n, 1, RLX);
 }
 
 /* The pooled span with the lowest address, taken out of the map. */
 static span_t *map_pop(map_t *mp) {
+  if (atomic_load_explicit(&mp->n, RLX) <= 0) return NULL;
   size_t nw = map_words();
   for (size_t s = 0; s * 64 < nw; s++) {
     uint64_t sw = atomic_load_explicit(&mp->sum[s], RLX);
@@ -79,6 +84,7 @@ static span_t *map_pop(map_t *mp) {
         uint64_t old = atomic_fetch_and_explicit(&mp->bits[w], ~b, SEQ);
         if (old & b) {
           if (old == b) map_unmark(mp, w);
+          atomic_fetch_sub_explicit(&mp->n, 1, RLX);
           return span_of_index(w * 64 + (unsigned)__builtin_ctzll(b));
         }
         x = old & ~b; /* another pop took it: try the next one */
@@ -136,7 +142,11 @@ static void batch_flush(batch_t *b, map_t *home) {
     }
     i = j;
   }
-  for (unsigned i = 0; i < b->n; i++) map_push(home, b->sp[i]);
+  /* back in place; the pass took them without counting them out */
+  for (unsigned i = 0; i < b->n; i++) {
+    size_t k = span_index(b->sp[i]);
+    map_put_bits(home, k / 64, BIT(k));
+  }
   b->n = 0;
 }
 
