@@ -266,7 +266,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   if (sp) return sp;
   sp = orphan_adopt(h, cls);
   if (sp) return sp;
-  sp = pool_get(rill_class_order(cls), h->stripe);
+  sp = pool_get(rill_class_order(cls), h->stripe, false);
   if (sp) span_init_class(sp, cls, h);
   return sp;
 }
@@ -484,7 +484,7 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
   }
   unsigned order = 0;
   while ((SLOT_SIZE << order) < need) order++;
-  span_t *sp = pool_get_large(order, h->stripe);
+  span_t *sp = pool_get(order, h->stripe, true);
   if (!sp) return NULL;
   uintptr_t start = span_start(sp), obj = start;
   if (align > SLOT_SIZE) obj = (start + align - 1) & ~(uintptr_t)(align - 1);

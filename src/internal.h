@@ -184,8 +184,7 @@ void os_unmap(void *p, size_t n) INTERNAL;
 
 /* ---- span pool (pool.c): scalloc §3.3 ----------------------------------- */
 bool pool_init(void) INTERNAL;
-span_t *pool_get(unsigned order, unsigned stripe) INTERNAL;
-span_t *pool_get_large(unsigned order, unsigned stripe) INTERNAL;
+span_t *pool_get(unsigned order, unsigned stripe, bool larger) INTERNAL;
 void pool_put(span_t *sp, unsigned stripe) INTERNAL;
 size_t pool_purge(void) INTERNAL;
 size_t pool_purge_timed(uint64_t now) INTERNAL;

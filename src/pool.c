@@ -63,9 +63,15 @@ static inline size_t map_words(void) {
   return (top + 63) / 64;
 }
 
-static void map_push(map_t *mp, span_t *sp) {
+/* Marks a span pooled; map_push also counts it in (a purge pass puts back
+ * spans it took without counting them out). */
+static void map_set(map_t *mp, span_t *sp) {
   size_t i = span_index(sp);
   map_put_bits(mp, i / 64, BIT(i));
+}
+
+static void map_push(map_t *mp, span_t *sp) {
+  map_set(mp, sp);
   atomic_fetch_add_explicit(&mp->n, 1, RLX);
 }
 
@@ -142,11 +148,7 @@ static void batch_flush(batch_t *b, map_t *home) {
     }
     i = j;
   }
-  /* back in place; the pass took them without counting them out */
-  for (unsigned i = 0; i < b->n; i++) {
-    size_t k = span_index(b->sp[i]);
-    map_put_bits(home, k / 64, BIT(k));
-  }
+  for (unsigned i = 0; i < b->n; i++) map_set(home, b->sp[i]);
   b->n = 0;
 }
 
@@ -266,26 +268,18 @@ static span_t *pool_pop(unsigned order, unsigned stripe) {
   return sp;
 }
 
-/* Empty span of 2^order slots, from the pool or else fresh address space. */
-span_t *pool_get(unsigned order, unsigned stripe) {
-  span_t *sp = pool_pop(order, stripe);
-  if (!sp) sp = arena_fresh(order);
-  purge_maybe(os_now_ms());
-  return sp;
-}
-
-/* For one large object: a span of at least 2^order slots. Orders never split
- * or merge, so a program whose large sizes wander across a power of two
- * would fault in fresh spans while pooled ones one order up sit resident and
- * idle (the sizes benchmark, 1-4 MiB). A span one order up is taken before
- * fresh memory: its pages are in RSS already, and the object still touches
- * only what it uses. Two orders up would leave up to 7/8 of a span idle under
- * a live object, where no purge can reach it; one order up bounds that at
- * 3/4 of the span, which the pool would have kept resident for the purge
+/* Empty span of at least 2^order slots: the pool, else fresh address space.
+ * With `larger` (one large object) a pooled span one order up comes before
+ * fresh memory. Orders never split or merge, so a program whose large sizes
+ * wander across a power of two would fault in fresh spans while pooled ones
+ * one order up sit resident and idle (the sizes benchmark, 1-4 MiB). The
+ * object touches only what it uses. Two orders up would leave up to 7/8 of
+ * a span idle under a live object, where no purge can reach it; one order up
+ * bounds that at 3/4, which the pool would have kept resident for the purge
  * delay anyway. */
-span_t *pool_get_large(unsigned order, unsigned stripe) {
+span_t *pool_get(unsigned order, unsigned stripe, bool larger) {
   span_t *sp = pool_pop(order, stripe);
-  if (!sp && order < MAX_ORDER) sp = pool_pop(order + 1, stripe);
+  if (!sp && larger && order < MAX_ORDER) sp = pool_pop(order + 1, stripe);
   if (!sp) sp = arena_fresh(order);
   purge_maybe(os_now_ms());
   return sp;
