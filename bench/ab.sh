@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# ab.sh - compares two rill builds side by side: each benchmark line runs
+# alternately under OLD and NEW (LD_PRELOAD), N times each, and prints the
+# medians of the metric and of peak RSS, with NEW/OLD.
+#
+#   bench/ab.sh OLD.so NEW.so [N] < lines      (N defaults to 3)
+#
+# Each input line is: NAME PROGRAM ARGS..., e.g.
+#   xmalloc4 xmalloc -t 4 -n 1000000 -m 16 -M 512 -q 64
+# PROGRAM is a bench_* binary in $RILL_BUILD_DIR/bench (default: build/bench).
+# For throughput metrics (ops/s) higher is better, for times lower.
+set -euo pipefail
+[ $# -ge 2 ] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+old=$1 new=$2 n=${3:-3}
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bin="${RILL_BUILD_DIR:-$repo/build}/bench"
+one() { # lib program args... -> "value rss_kib"
+  local lib=$1 prog=$2
+  shift 2
+  /usr/bin/time -f "RSS %M" env LD_PRELOAD="$lib" "$bin/bench_$prog" "$@" 2>&1 |
+    awk '/^RESULT/ { for (i = 1; i <= NF; i++) if ($i ~ /^value=/) v = substr($i, 7) }
+         /^RSS / { r = $2 } END { print v, r }'
+}
+while read -r name prog args; do
+  [ -z "${name:-}" ] && continue
+  results=()
+  for _ in $(seq "$n"); do
+    # shellcheck disable=SC2086
+    results+=("old $(one "$old" "$prog" $args)" "new $(one "$new" "$prog" $args)")
+  done
+  printf '%s\n' "${results[@]}" | python3 -c '
+import statistics as st, sys
+v = {"old": [], "new": []}; r = {"old": [], "new": []}
+for line in sys.stdin:
+    k, val, rss = line.split()
+    v[k].append(float(val)); r[k].append(int(rss))
+o, n = st.median(v["old"]), st.median(v["new"])
+ro, rn = st.median(r["old"]) / 1024, st.median(r["new"]) / 1024
+print(f"{sys.argv[1]:24s} old {o:.4g} new {n:.4g} new/old {n / o:.3f}  "
+      f"peak RSS old {ro:.1f} new {rn:.1f} MiB")
+' "$name"
+done
