@@ -9,7 +9,7 @@ metric. Results go to bench/results/<timestamp>/: results.json, summary.md,
 charts, and a copy in bench/results/latest/. Besides the suite (--quick,
 --full) there are three single-purpose modes: --soak SECONDS (the soak
 benchmark alone, with its RSS-over-time chart), --hugepages (sizes and
-locality with RILL_HUGEPAGES=0 and =1) and --syscalls (bench_churn under
+locality, each allocator with its huge-page option off and on) and --syscalls (bench_churn under
 strace).
 
 Exit status: 0 if the suite ran (peers may have failed), 1 if rill or the C
@@ -78,9 +78,21 @@ RILL_OPTION_VARIANTS = [
     ("rill-purge0", "librill.so", {"RILL_PURGE_DELAY_MS": "0"}),
     ("rill-purgethread", "librill.so", {"RILL_PURGE_THREAD": "1"}),
 ]
+# Peers (or glibc) with their own huge-page option: name, base allocator, environment.
+# --hugepages runs them beside their base. tcmalloc (gperftools) has no such option, and
+# TBB_MALLOC_USE_HUGE_PAGES needs reserved hugetlbfs pages, which a default system lacks.
+PEER_OPTION_VARIANTS = [
+    ("glibc-thp", "glibc", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}),
+    ("jemalloc-thp", "jemalloc", {"MALLOC_CONF": "thp:always,metadata_thp:always"}),
+    ("mimalloc-thp", "mimalloc", {"MIMALLOC_LARGE_OS_PAGES": "1"}),
+]
 ALL_ALLOCATORS = [n for n, _ in RILL_LIBS] + ["glibc"] + [n for n, _, _ in PEERS]
 QUICK_ALLOCATORS = ["rill", "glibc"] + [n for n, _, _ in PEERS]
-KNOWN_ALLOCATORS = ALL_ALLOCATORS + [n for n, _, _ in RILL_OPTION_VARIANTS]
+KNOWN_ALLOCATORS = (ALL_ALLOCATORS + [n for n, _, _ in RILL_OPTION_VARIANTS] +
+                    [n for n, _, _ in PEER_OPTION_VARIANTS])
+# --hugepages: every allocator with a huge-page option, off and on, and tcmalloc for reference
+HUGEPAGE_ALLOCATORS = ["rill", "rill-thp", "glibc", "glibc-thp", "jemalloc", "jemalloc-thp",
+                       "mimalloc", "mimalloc-thp", "tcmalloc"]
 
 
 def multiarch() -> str:
@@ -124,6 +136,10 @@ def discover_allocators(build_dir: Path) -> dict[str, Allocator]:
         if lib is None:
             a.note = f"{fname} not found; apt-get install {pkg}"
         found[name] = a
+    for name, base, env in PEER_OPTION_VARIANTS:
+        b = found[base]
+        found[name] = Allocator(name, b.kind, lib=b.lib, package=b.package, note=b.note,
+                                env=dict(env))
     return found
 
 
@@ -871,12 +887,15 @@ def growth_section(h: Harness, specs, allocs) -> list[str]:
 def hugepages_section(h: Harness, specs, allocs, info) -> list[str]:
     if not any(al.name == "rill-thp" for al in allocs):
         return []
-    L = ["## Huge pages: rill against rill-thp", ""]
+    L = ["## Huge pages: each allocator with its huge-page option off and on", ""]
     L.append(f"Transparent huge pages on this machine: enabled `{info.get('thp_enabled')}`, "
              f"defrag `{info.get('thp_defrag')}` (from /sys/kernel/mm/transparent_hugepage). "
              "`rill` runs with RILL_HUGEPAGES=0, `rill-thp` with RILL_HUGEPAGES=1, which asks "
              "for huge pages (MADV_HUGEPAGE) on rill's arena beyond its first 32 MiB, so a run "
-             "that never uses more than that is the same with both.")
+             "that never uses more than that is the same with both. The peers' switches: " +
+             "; ".join(f"`{n}` is {b} with " + " ".join(f"{k}={v}" for k, v in e.items())
+                       for n, b, e in PEER_OPTION_VARIANTS) +
+             ". tcmalloc (gperftools) has no huge-page option and runs as it is.")
     if info.get("thp_enabled") == "never":
         L.append("")
         L.append("**THP is `never` here: the kernel ignores the request, so the two cannot "
@@ -1333,8 +1352,9 @@ def parse_args(argv):
                     "(--threads to change), every allocator unless --allocators; writes the "
                     "RSS-over-time chart soak_rss.png and the soak table")
     sp.add_argument("--hugepages", action="store_true",
-                    help="run only sizes and locality with rill under RILL_HUGEPAGES=0 and =1 "
-                    "(allocators rill and rill-thp), reporting time and minor faults")
+                    help="run only sizes and locality, each allocator with its huge-page option "
+                    "off and on (rill and rill-thp, glibc and glibc-thp, ...), reporting time "
+                    "and minor faults")
     sp.add_argument("--syscalls", action="store_true",
                     help="run only bench_churn, once plainly and once under strace -f -c, "
                     "for every allocator and rill-purge0; tabulates mmap/munmap/madvise/"
@@ -1427,8 +1447,8 @@ def main(argv=None) -> int:
             al = found[name]
             env = "".join(f" {k}={v}" for k, v in al.env.items())
             print(f"  {name:<16} " + (al.note if al.note else
-                                      (rel(al.lib) + env if al.kind == "rill" else
-                                       al.lib.name if al.lib else "no preload")))
+                                      (rel(al.lib) if al.kind == "rill" else
+                                       al.lib.name if al.lib else "no preload") + env))
         return 0
 
     if a.only:
@@ -1448,7 +1468,7 @@ def main(argv=None) -> int:
     elif a.special == "soak":
         names = ALL_ALLOCATORS
     elif a.special == "hugepages":
-        names = ["rill", "rill-thp"]
+        names = HUGEPAGE_ALLOCATORS
     else:
         names = ALL_ALLOCATORS if a.mode == "full" else QUICK_ALLOCATORS
         if a.special == "syscalls":

@@ -4,7 +4,7 @@
 #   bench/run.sh [--quick|--full] [--only name,...] [--allocators a,b] [run.py options]
 #   bench/run.sh --bench-only ...   build just the benchmarks (peers and glibc only)
 #   bench/run.sh --soak SECONDS     only the soak benchmark, SECONDS per allocator, 4 threads
-#   bench/run.sh --hugepages        sizes and locality with rill, RILL_HUGEPAGES=0 and =1
+#   bench/run.sh --hugepages        sizes and locality, huge-page options off and on
 #   bench/run.sh --syscalls         bench_churn under strace: mmap/munmap/madvise counts
 #
 # Environment: RILL_BUILD_DIR (default: build), RILL_BUILD_JOBS (default: 2).
