@@ -261,7 +261,16 @@ static span_t *orphan_adopt(heap_t *h, unsigned cls) {
   return NULL;
 }
 
+static size_t heap_sweep(heap_t *h);
+
 static span_t *heap_next_span(heap_t *h, unsigned cls) {
+  /* once per timed purge pass, pool what lost the eager-return race, so it
+   * is purged on the same delay as the rest (heap_sweep) */
+  uint64_t e = pool_epoch();
+  if (unlikely(e != h->swept)) {
+    h->swept = e;
+    heap_sweep(h);
+  }
   span_t *sp = list_pop(h, cls);
   if (sp) return sp;
   sp = orphan_adopt(h, cls);
@@ -440,23 +449,50 @@ void heap_collect(heap_t *h) {
         pool_put(sp, h->stripe);
       }
     }
-    /* empty listed spans are normally claimed at once; this catches one
-     * whose owner free lost a race (see heap_span_emptied) */
-    spin_lock(&h->lock);
-    span_t *empty = NULL;
-    for (sp = h->list[c]; sp; sp = sp->next) {
+  }
+}
+
+/* Pools the empty spans on one heap's reusable lists. They are normally
+ * claimed at their last free; this catches one whose owner free lost the
+ * race with a remote free (see heap_span_emptied). Any thread may do it: a
+ * listed span's `used` only falls and its remote count only rises, so
+ * count == used means empty even if `used` was read stale, and the lock
+ * keeps the owner from taking the span back between the test and the claim. */
+static size_t heap_sweep(heap_t *h) {
+  span_t *got = NULL;
+  spin_lock(&h->lock);
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    span_t *sp = h->list[c];
+    while (sp) {
+      span_t *next = sp->next;
       uint64_t x = atomic_load_explicit(&sp->xf, ACQ);
-      if (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used_get(sp)) {
-        empty = sp;
-        break;
+      if (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used_get(sp) &&
+          atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
+        list_unlink(h, sp);
+        sp->next = got;
+        got = sp;
       }
-    }
-    spin_unlock(&h->lock);
-    if (empty) {
-      heap_span_emptied(h, empty);
-      c--; /* look at this class again */
+      sp = next;
     }
   }
+  spin_unlock(&h->lock);
+  size_t n = 0;
+  for (span_t *sp = got, *next; sp; sp = next, n++) {
+    next = sp->next;
+    sp->next = NULL;
+    pool_put(sp, h->stripe);
+  }
+  return n;
+}
+
+/* rill_collect: every heap's lists and the orphanage. Returns spans pooled. */
+size_t heap_sweep_all(void) {
+  size_t n = heap_sweep(&orphanage);
+  uint32_t top = heap_count();
+  if (top > MAX_HEAPS) top = MAX_HEAPS;
+  for (uint32_t i = 0; i < top; i++)
+    if (atomic_load_explicit(&heaps[i].live, ACQ)) n += heap_sweep(&heaps[i]);
+  return n;
 }
 
 void heap_thread_done(heap_t *h) {

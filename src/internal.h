@@ -208,6 +208,7 @@ static inline void purger_poll(void) {
   if (unlikely(atomic_load_explicit(&rill_purger_state, RLX) == PURGER_WANTED)) purger_start_slow();
 }
 uint64_t pool_purged_bytes(void) INTERNAL;
+uint64_t pool_epoch(void) INTERNAL;
 
 /* ---- spans (span.c) ----------------------------------------------------- */
 void span_init_class(span_t *sp, unsigned cls, struct heap *h) INTERNAL;
@@ -232,6 +233,7 @@ typedef struct heap {
   bool closed;                           /* the owner has exited: spans handed back are orphaned */
   uint32_t id;
   uint32_t stripe;            /* span-pool stripe used by this heap */
+  uint64_t swept;             /* pool_epoch() at this heap's last sweep of its lists */
   _Atomic uint32_t live;      /* 1 while a thread owns this heap */
   _Atomic uint32_t next_free; /* heap free list link (id + 1) */
   _Atomic uint64_t remote_frees;
@@ -252,6 +254,7 @@ void heap_queue(span_t *sp, unsigned stripe) INTERNAL;
 heap_t *heap_get_slow(void) INTERNAL;
 void heap_thread_done(heap_t *h) INTERNAL;
 void heap_collect(heap_t *h) INTERNAL;
+size_t heap_sweep_all(void) INTERNAL;
 heap_t *heap_at(uint32_t id) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;

@@ -200,6 +200,11 @@ size_t pool_purge_timed(uint64_t now) {
   return left;
 }
 
+/* Changes with every timed pass: heaps sweep their lists on that beat. */
+uint64_t pool_epoch(void) {
+  return atomic_load_explicit(&purge_due, RLX);
+}
+
 /* ---- the background purger's view (purger.c) ---------------------------- */
 /* `waiting` is 1 while some pooled span may still hold pages. pool_put
  * raises it; once a purger watches, the 0 -> 1 change wakes it: one futex
