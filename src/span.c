@@ -74,7 +74,7 @@ static inline block_t *block_at(const span_t *sp, uint32_t idx) {
 }
 
 /* Blocks cut per carve, at least: a page of 1-4 KiB blocks held one to four,
- * so most such mallocs took the whole slow path (sizes 1-4 KiB ran 1.7x
+ * so most such mallocs took the whole slow path (sizes 1-4 KiB ran 1.6x
  * faster with 16). CARVE_BYTES bounds the pages one carve touches. */
 #define CARVE_MIN   16u
 #define CARVE_BYTES ((size_t)64 * 1024)
