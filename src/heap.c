@@ -152,12 +152,8 @@ static void list_push(heap_t *h, span_t *sp) {
  * list becomes local. False when a free claimed it first (it pools it). */
 static bool listed_detach(span_t *sp) {
   uint64_t x = atomic_load_explicit(&sp->xf, RLX);
-  while (XF_STATE(x) == ST_LISTED) {
-    if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_MAKE(ST_ATTACHED, 0, 0), ACQ, RLX)) {
-      span_take_list(sp, x);
-      return true;
-    }
-  }
+  while (XF_STATE(x) == ST_LISTED)
+    if (span_attach(sp, &x)) return true;
   return false;
 }
 
@@ -393,9 +389,7 @@ void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
   if (atomic_load_explicit(&sp->heap, RLX) == h) {
     uint64_t old = atomic_load_explicit(&sp->xf, RLX);
     while (XF_STATE(old) == ST_FLOATING) {
-      if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_ATTACHED, 0, 0), ACQ,
-                                                RLX)) {
-        span_take_list(sp, old);
+      if (span_attach(sp, &old)) {
         block_t *b = p;
         b->next = sp->free;
         sp->free = b;
@@ -418,21 +412,22 @@ static void heap_release(heap_t *h, span_t *sp) {
   span_collect(sp);
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
+  /* remote frees still pending (both local lists in use) stay on the span:
+   * `used` counts them, and so does the remote count the next state keeps */
+  uint64_t x = atomic_load_explicit(&sp->xf, RLX);
   for (;;) {
-    uint32_t used = used_get(sp);
+    uint32_t used = used_get(sp), back = XF_COUNT(x);
     atomic_store_explicit(&sp->fused, used, RLX);
-    if (used == 0) {
+    if (used == back) { /* every block is back: no free can race with this */
       atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
       pool_put(sp, h->stripe);
       return;
     }
-    unsigned st = sp->cap - used >= span_reuse_mark(sp) ? ST_QUEUED : ST_FLOATING;
-    uint64_t expect = XF_MAKE(ST_ATTACHED, 0, 0);
-    if (atomic_compare_exchange_strong_explicit(&sp->xf, &expect, XF_MAKE(st, 0, 0), REL, RLX)) {
+    unsigned st = sp->cap - used + back >= span_reuse_mark(sp) ? ST_QUEUED : ST_FLOATING;
+    if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(st, x), REL, RLX)) {
       if (st == ST_QUEUED) orphan_put(sp, h->stripe);
       return;
     }
-    span_collect(sp);
   }
 }
 

@@ -109,8 +109,12 @@ typedef struct span {
   uint8_t cls;                     /* size class or CLS_LARGE */
   uint8_t order;                   /* span = 2^order slots */
   uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
+  _Atomic(struct heap *) heap;     /* owning heap (scalloc's LAB), kept while floating; rarely
+                                    * written, and read by every remote free */
   /* --- the owner's --- */
   _Alignas(64) block_t *free; /* local LIFO free list (owner only) */
+  block_t *spare;             /* remote frees taken while `free` was not empty: a second
+                               * local list, since merging would walk cold blocks */
   _Atomic uint32_t used;      /* blocks out, incl. remote frees not yet collected;
                                * written only by the owner, read by remote frees
                                * of a LISTED span */
@@ -122,7 +126,6 @@ typedef struct span {
   /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
   _Atomic uint32_t fused;           /* `used`, frozen when the owner let the span go */
-  _Atomic(struct heap *) heap;      /* owning heap (scalloc's LAB), kept while floating */
   /* --- rarely touched: large objects, pooling --- */
   _Alignas(64) size_t lsize; /* large object: usable size */
   uint32_t lobj;             /* large object: offset of the object in the span */
@@ -215,7 +218,7 @@ void span_init_class(span_t *sp, unsigned cls, struct heap *h) INTERNAL;
 void span_init_large(span_t *sp, size_t lobj, size_t size, struct heap *h) INTERNAL;
 bool span_refill(span_t *sp) INTERNAL;
 uint32_t span_collect(span_t *sp) INTERNAL;
-void span_take_list(span_t *sp, uint64_t x) INTERNAL;
+bool span_attach(span_t *sp, uint64_t *x) INTERNAL;
 bool span_block_ok(const span_t *sp, uintptr_t p) INTERNAL;
 span_t *span_lookup(const void *p) INTERNAL;
 void span_free_remote(struct heap *h, span_t *sp, block_t *b) INTERNAL;

@@ -34,7 +34,7 @@ unsigned rill_class_order(unsigned cls) {
 
 void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
   size_t bs = class_size(cls);
-  sp->free = NULL;
+  sp->free = sp->spare = NULL;
   sp->cls = (uint8_t)cls;
   sp->bsize = (uint32_t)bs;
   sp->magic = magic_of(bs);
@@ -52,7 +52,7 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
 /* A large object owns its whole span; the span floats from birth, so any
  * thread's free returns it straight to the pool. */
 void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
-  sp->free = NULL;
+  sp->free = sp->spare = NULL;
   sp->cls = CLS_LARGE;
   sp->bsize = (uint32_t)(span_bytes(sp) > UINT32_MAX ? UINT32_MAX : span_bytes(sp));
   sp->magic = 0;
@@ -102,33 +102,57 @@ static bool span_carve(span_t *sp) {
   return true;
 }
 
-/* Makes a remote list the owner's: appends the local list behind it. */
-void span_take_list(span_t *sp, uint64_t x) {
+/* Makes a remote list the owner's. It goes on whichever local list is
+ * empty: linking it behind a non-empty one walked it, a miss per block, since
+ * other threads wrote them (a third of larson-small's time at 8 threads went
+ * there, at thread exit). Callers make sure one is empty (list_room). */
+static inline bool list_room(const span_t *sp) {
+  return !sp->free || !sp->spare;
+}
+static void span_take_list(span_t *sp, uint64_t x) {
   uint32_t n = XF_COUNT(x), head = XF_HEAD(x);
   if (!head) return;
   block_t *first = block_at(sp, head - 1);
-  if (sp->free) { /* rare: append the local list behind the remote one */
-    block_t *last = first;
-    while (last->next) last = last->next;
-    last->next = sp->free;
-  }
-  sp->free = first;
+  if (!sp->free)
+    sp->free = first;
+  else
+    sp->spare = first;
   used_set(sp, used_get(sp) - n);
 }
 
+/* One CAS from state *x to ATTACHED; the remote list becomes local, or, when
+ * both local lists are in use, stays pending on the span (an attached span's
+ * remote list is collected when its lists run dry). False if the CAS failed
+ * (*x then holds the current word). */
+bool span_attach(span_t *sp, uint64_t *x) {
+  bool take = list_room(sp);
+  uint64_t nw = take ? XF_MAKE(ST_ATTACHED, 0, 0) : XF_WITH(ST_ATTACHED, *x);
+  if (!atomic_compare_exchange_weak_explicit(&sp->xf, x, nw, ACQ, RLX)) return false;
+  if (take) span_take_list(sp, *x);
+  return true;
+}
+
 /* Collects remote frees of an attached span with one exchange; a plain load
- * first keeps the common "nothing there" case free of atomics. */
+ * first keeps the common "nothing there" case free of atomics. With both
+ * local lists in use they wait (counted in `used` and the remote count). */
 uint32_t span_collect(span_t *sp) {
-  if (atomic_load_explicit(&sp->xf, RLX) == XF_MAKE(ST_ATTACHED, 0, 0)) return 0;
+  if (atomic_load_explicit(&sp->xf, RLX) == XF_MAKE(ST_ATTACHED, 0, 0) || !list_room(sp)) return 0;
   uint64_t x = atomic_exchange_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), ACQ);
   span_take_list(sp, x);
   return XF_COUNT(x);
 }
 
 /* Refills the local free list of the hot span: never-used space first,
- * then remote frees (the order the core issue asks for). */
+ * then remote frees (the order the core issue asks for), already taken
+ * (spare) or still on the span. */
 bool span_refill(span_t *sp) {
-  return span_carve(sp) || span_collect(sp) > 0;
+  if (span_carve(sp)) return true;
+  if (sp->spare) {
+    sp->free = sp->spare;
+    sp->spare = NULL;
+    return true;
+  }
+  return span_collect(sp) > 0;
 }
 
 /* Free blocks needed before a floating span is worth reusing (scalloc's
