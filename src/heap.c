@@ -60,7 +60,10 @@ static void heap_reset(heap_t *h, uint32_t id) {
   h->id = id;
   h->stripe = id % rill_arena.stripes;
   spin_lock(&h->lock); /* a late remote free may still be listing a span here */
-  for (unsigned c = 0; c < NCLASSES; c++) list_head_set(h, c, NULL);
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    list_head_set(h, c, NULL);
+    h->tail[c] = NULL;
+  }
   h->closed = false;
   spin_unlock(&h->lock);
   atomic_store_explicit(&h->live, 1, REL);
@@ -98,20 +101,44 @@ static void heap_recycle(heap_t *h) {
 static void list_link(heap_t *h, span_t *sp) {
   sp->prev = NULL;
   sp->next = h->list[sp->cls];
-  if (sp->next) sp->next->prev = sp;
+  if (sp->next)
+    sp->next->prev = sp;
+  else
+    h->tail[sp->cls] = sp;
   list_head_set(h, sp->cls, sp);
   atomic_store_explicit(&sp->where, AT_LISTED, RLX);
 }
 
-static void list_unlink(heap_t *h, span_t *sp) {
+static void list_cut(heap_t *h, span_t *sp) {
   if (sp->prev)
     sp->prev->next = sp->next;
   else
     list_head_set(h, sp->cls, sp->next);
-  if (sp->next) sp->next->prev = sp->prev;
+  if (sp->next)
+    sp->next->prev = sp->prev;
+  else
+    h->tail[sp->cls] = sp->prev;
   sp->prev = sp->next = NULL;
+}
+
+static void list_unlink(heap_t *h, span_t *sp) {
+  list_cut(h, sp);
   atomic_store_explicit(&sp->check, 0, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
+}
+
+/* Moves a listed span to the back of its list; it stays listed. */
+static void list_to_tail(heap_t *h, span_t *sp) {
+  span_t *t = h->tail[sp->cls];
+  if (t == sp) return;
+  list_cut(h, sp);
+  t = h->tail[sp->cls];
+  sp->prev = t;
+  if (t)
+    t->next = sp;
+  else
+    list_head_set(h, sp->cls, sp);
+  h->tail[sp->cls] = sp;
 }
 
 /* Empty LISTED span, claimed (state FREE) by whoever saw its last block come
@@ -227,16 +254,41 @@ static bool heap_retire(heap_t *h, span_t *sp) {
   return false;
 }
 
+/* Free blocks of a span on this heap's list (never cut, local and remote). */
+static uint32_t listed_room(const span_t *sp) {
+  return sp->cap - used_get(sp) + XF_COUNT(atomic_load_explicit(&sp->xf, RLX));
+}
+
 /* Next hot span for a class: this heap's reusable spans (some handed back by
  * other threads' frees), orphans of exited threads, then an empty span from
- * the pool (scalloc Listing 3, get_span). */
-static span_t *list_pop(heap_t *h, unsigned cls) {
-  span_t *sp;
+ * the pool (scalloc Listing 3, get_span).
+ * A span goes back on its owner's list at the owner's first free into it
+ * (heap_free_slow), to keep the owner's frees on the fast path. Taken back
+ * with a block or two, it served as many mallocs and went full again: a span
+ * change per free (6% of the soak's mallocs took the slow path). So a span
+ * with fewer free blocks than the reuse mark is passed over and moved to the
+ * back, up to POP_SCAN of them, and the caller takes a fresh span instead;
+ * Hoard's emptiness threshold (§3.1) bounds what that costs in memory.
+ * `any` takes the first span, however full. */
+#define POP_SCAN 8
+static span_t *list_pop(heap_t *h, unsigned cls, bool any) {
   spin_lock(&h->lock);
-  while ((sp = h->list[cls]) != NULL) {
-    list_unlink(h, sp);
-    if (listed_detach(sp)) break;
+  span_t *sp = h->list[cls], *moved = NULL;
+  for (unsigned seen = 0; sp && sp != moved; seen++) {
+    span_t *next = sp->next;
+    if (any || listed_room(sp) >= span_reuse_mark(sp)) {
+      list_unlink(h, sp);
+      if (listed_detach(sp)) break;
+    } else if (seen < POP_SCAN) {
+      if (!moved) moved = sp;
+      list_to_tail(h, sp);
+    } else {
+      sp = NULL;
+      break;
+    }
+    sp = next;
   }
+  if (sp == moved) sp = NULL;
   spin_unlock(&h->lock);
   return sp;
 }
@@ -245,7 +297,7 @@ static span_t *list_pop(heap_t *h, unsigned cls) {
 static span_t *orphan_adopt(heap_t *h, unsigned cls) {
   span_t *sp;
   if (!__atomic_load_n(&orphanage.list[cls], __ATOMIC_RELAXED)) return NULL;
-  while ((sp = list_pop(&orphanage, cls)) != NULL) {
+  while ((sp = list_pop(&orphanage, cls, true)) != NULL) {
     atomic_store_explicit(&sp->heap, h, RLX);
     if (used_get(sp) == 0) {
       pool_put(sp, h->stripe);
@@ -267,13 +319,16 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
     h->swept = e;
     heap_sweep(h);
   }
-  span_t *sp = list_pop(h, cls);
+  span_t *sp = list_pop(h, cls, false);
   if (sp) return sp;
   sp = orphan_adopt(h, cls);
   if (sp) return sp;
   sp = pool_get(rill_class_order(cls), h->stripe, false);
-  if (sp) span_init_class(sp, cls, h);
-  return sp;
+  if (sp) {
+    span_init_class(sp, cls, h);
+    return sp;
+  }
+  return list_pop(h, cls, true); /* out of memory: any span with a free block */
 }
 
 void *heap_alloc_class(heap_t *h, unsigned cls) {
@@ -500,7 +555,7 @@ void heap_thread_done(heap_t *h) {
     if (h->hot[c] != &rill_empty_span) heap_release(h, h->hot[c]);
     hot_set(h, c, &rill_empty_span);
     span_t *sp;
-    while ((sp = list_pop(h, c)) != NULL) heap_release(h, sp);
+    while ((sp = list_pop(h, c, true)) != NULL) heap_release(h, sp);
   }
   heap_recycle(h);
 }

@@ -231,6 +231,7 @@ typedef struct heap {
                                           * load, no class lookup, on the malloc fast path */
   span_t *hot[NCLASSES];                 /* allocation span per class (scalloc: hot) */
   span_t *list[NCLASSES];                /* partly free spans this heap tracks (reusable) */
+  span_t *tail[NCLASSES];                /* last span of each list */
   _Atomic int lock;                      /* guards list[] and closed: the owner's slow paths and
                                           * remote frees that list or claim a span take it */
   bool closed;                           /* the owner has exited: spans handed back are orphaned */
