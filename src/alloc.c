@@ -111,7 +111,7 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
 }
 
 /* ---- the rill_ API ------------------------------------------------------ */
-EXPORT void *rill_malloc(size_t n) {
+EXPORT __attribute__((aligned(64))) void *rill_malloc(size_t n) {
   heap_t *h = cur_heap();
   LOCK(h);
   void *p = malloc_fast(h, n);
@@ -119,7 +119,7 @@ EXPORT void *rill_malloc(size_t n) {
   return p;
 }
 
-EXPORT void rill_free(void *p) {
+EXPORT __attribute__((aligned(64))) void rill_free(void *p) {
   heap_t *h = cur_heap();
   LOCK(h);
   free_fast(h, p, "free");
