@@ -469,7 +469,7 @@ static void heap_release(heap_t *h, span_t *sp) {
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   /* remote frees still pending (both local lists in use) stay on the span:
    * `used` counts them, and so does the remote count the next state keeps */
-  uint64_t x = atomic_load_explicit(&sp->xf, RLX);
+  uint64_t x = atomic_load_explicit(&sp->xf, ACQ); /* the frees counted there happened */
   for (;;) {
     uint32_t used = used_get(sp), back = XF_COUNT(x);
     atomic_store_explicit(&sp->fused, used, RLX);
@@ -479,7 +479,7 @@ static void heap_release(heap_t *h, span_t *sp) {
       return;
     }
     unsigned st = sp->cap - used + back >= span_reuse_mark(sp) ? ST_QUEUED : ST_FLOATING;
-    if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(st, x), REL, RLX)) {
+    if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(st, x), REL, ACQ)) {
       if (st == ST_QUEUED) orphan_put(sp, h->stripe);
       return;
     }
