@@ -1,8 +1,8 @@
 /* test_reuse.c - proves how a thread heap reuses partly free spans: a listed span
- * with fewer free blocks than the reuse mark (a quarter of the span, Hoard's
- * emptiness threshold) is passed over for a fresh span and taken once it has
- * enough; and remote frees that arrive while a span's local lists are in use
- * (a thread's exit, an orphan's adoption) are neither lost nor handed out twice. */
+ * with fewer free blocks than a sixteenth of the span (an emptiness threshold,
+ * as in Hoard) is passed over for a fresh span and taken once it has enough; and remote frees that
+ * arrive while a span's local lists are in use (a thread's exit, an orphan's adoption) are neither
+ * lost nor handed out twice. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,7 +38,7 @@ static uintptr_t span_of(const void *p) {
 /* ---- the reuse mark ----------------------------------------------------- */
 #define A_SIZE  64
 #define A_CAP   (SPAN_BYTES / A_SIZE)
-#define A_MARK  (A_CAP / 4)
+#define A_MARK  (A_CAP / 16)
 #define A_SPANS 4
 
 static void *mark_case(void *arg) {
@@ -50,18 +50,19 @@ static void *mark_case(void *arg) {
       fprintf(stderr, "FAIL: span %zu is not contiguous; the test's premise is wrong\n", k);
       exit(1);
     }
-  /* the hot span is full; one block back in each of the others re-lists them
-   * with a single free block */
-  for (size_t k = 0; k + 1 < A_SPANS; k++) rill_free(o[k * A_CAP]);
+  /* the hot span is full; blocks back in each of the others re-list them,
+   * one block short of the mark */
+  for (size_t k = 0; k + 1 < A_SPANS; k++)
+    for (size_t i = 0; i + 1 < A_MARK; i++) rill_free(o[k * A_CAP + i]);
   void *f = xmalloc(A_SIZE);
   int in_old = 0;
   for (size_t k = 0; k < A_SPANS; k++) in_old |= span_of(f) == span_of(o[k * A_CAP]);
   CHECK(!in_old,
-        "a span with 1 free block of %d was reused (malloc returned %p); a fresh span "
+        "a span with %d free blocks of %d was reused (malloc returned %p); a fresh span "
         "should have served it",
-        A_CAP, f);
+        A_MARK - 1, A_CAP, f);
   /* span 0 reaches the mark: it is taken when the fresh span runs out */
-  for (size_t i = 1; i < A_MARK; i++) rill_free(o[i]);
+  rill_free(o[A_MARK - 1]);
   static void *g[A_CAP];
   size_t n = 0, from_fresh = 1;
   while (n < A_CAP) {
@@ -79,9 +80,10 @@ static void *mark_case(void *arg) {
   if (n < A_CAP) n++;
   for (size_t i = 0; i < n; i++) rill_free(g[i]);
   rill_free(f);
-  for (size_t k = 0; k < A_SPANS; k++) /* what is still live: span 0 from the mark, the others
-                                        * but their first block, the last span whole */
-    for (size_t i = k == 0 ? A_MARK : k + 1 < A_SPANS; i < A_CAP; i++) rill_free(o[k * A_CAP + i]);
+  /* still live: span 0 from the mark, the next ones from one short of it, the last whole */
+  for (size_t k = 0; k < A_SPANS; k++)
+    for (size_t i = k == 0 ? A_MARK : k + 1 < A_SPANS ? A_MARK - 1 : 0; i < A_CAP; i++)
+      rill_free(o[k * A_CAP + i]);
   return NULL;
 }
 
