@@ -497,8 +497,8 @@ void heap_collect(heap_t *h) {
   for (unsigned c = 0; c < NCLASSES; c++) {
     span_t *sp = h->hot[c];
     if (sp != &rill_empty_span) {
-      span_collect(sp);
-      if (used_get(sp) == 0) {
+      span_collect(sp); /* may leave frees pending: count them as back */
+      if (used_get(sp) == XF_COUNT(atomic_load_explicit(&sp->xf, ACQ))) {
         hot_set(h, c, &rill_empty_span);
         pool_put(sp, h->stripe);
       }

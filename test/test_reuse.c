@@ -4,30 +4,14 @@
  * arrive while a span's local lists are in use (a thread's exit, an orphan's adoption) are neither
  * lost nor handed out twice. */
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
-#include "rill.h"
+#include "rill_test.h"
 
 #define SPAN_BYTES 65536
 
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "FAIL: " __VA_ARGS__);                                                       \
-      fputc('\n', stderr);                                                                         \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
-
 static void *xmalloc(size_t n) {
   void *p = rill_malloc(n);
-  if (!p) {
-    fprintf(stderr, "FAIL: rill_malloc(%zu) returned NULL\n", n);
-    exit(1);
-  }
+  if (!p) DIE("rill_malloc(%zu) returned NULL", n);
   return p;
 }
 
@@ -46,10 +30,8 @@ static void *mark_case(void *arg) {
   static void *o[A_SPANS * A_CAP];
   for (size_t i = 0; i < A_SPANS * A_CAP; i++) o[i] = xmalloc(A_SIZE);
   for (size_t k = 0; k < A_SPANS; k++)
-    if (span_of(o[k * A_CAP]) != span_of(o[k * A_CAP + A_CAP - 1])) {
-      fprintf(stderr, "FAIL: span %zu is not contiguous; the test's premise is wrong\n", k);
-      exit(1);
-    }
+    if (span_of(o[k * A_CAP]) != span_of(o[k * A_CAP + A_CAP - 1]))
+      DIE("span %zu is not contiguous; the test's premise is wrong", k);
   /* the hot span is full; blocks back in each of the others re-list them,
    * one block short of the mark */
   for (size_t k = 0; k + 1 < A_SPANS; k++)
@@ -102,10 +84,8 @@ static pthread_barrier_t bar;
 static void *b_owner(void *arg) {
   (void)arg;
   for (size_t i = 0; i < B_HALF; i++) objs[i] = xmalloc(B_SIZE);
-  if (span_of(objs[0]) != span_of(objs[B_HALF - 1])) {
-    fprintf(stderr, "FAIL: the owner's blocks span two spans; the test's premise is wrong\n");
-    exit(1);
-  }
+  if (span_of(objs[0]) != span_of(objs[B_HALF - 1]))
+    DIE("the owner's blocks span two spans; the test's premise is wrong");
   for (size_t i = 0; i < 10; i++) rill_free(objs[i]); /* local list in use */
   pthread_barrier_wait(&bar);
   pthread_barrier_wait(&bar); /* B freed 20 remotely; exit collects them */
@@ -168,12 +148,12 @@ static void pending_case(void) {
   for (size_t i = 0; i < in_s; i++) {
     for (size_t j = 60; j < B_HALF; j++)
       if (got[i] == objs[j]) {
-        CHECK(0, "block %p handed out while still live", got[i]);
+        FAIL("block %p handed out while still live", got[i]);
         break;
       }
     for (size_t j = 0; j < i; j++)
       if (got[i] == got[j]) {
-        CHECK(0, "block %p handed out twice", got[i]);
+        FAIL("block %p handed out twice", got[i]);
         break;
       }
   }
@@ -190,6 +170,5 @@ static void pending_case(void) {
 int main(void) {
   run(mark_case, NULL);
   pending_case();
-  printf("test_reuse: %s\n", failures ? "FAILED" : "all checks passed");
-  return failures ? 1 : 0;
+  return t_finish("test_reuse");
 }
