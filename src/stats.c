@@ -1,5 +1,10 @@
 /* stats.c - footprint statistics, gathered on demand by walking the span
- * table and the heaps: the fast paths keep no counters for them. */
+ * table and the heaps: the fast paths keep no counters for them. Also
+ * glibc's views of them (mallinfo, mallinfo2, malloc_stats, malloc_info). */
+#include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -81,3 +86,77 @@ __attribute__((visibility("default"))) void rill_stats_print(int fd) {
 void rill_stats_at_exit(void) {
   rill_stats_print(rill_stats_fd);
 }
+
+/* ---- glibc's introspection names ---------------------------------------- */
+/* Programs that report their heap with mallinfo2 (servers' health pages,
+ * test harnesses) would otherwise read glibc's idle arena: near zero. The
+ * fields keep glibc's meaning: arena is span memory not purged, uordblks
+ * and fordblks its bytes in use and free, ordblks the pooled spans, hblkhd
+ * the bytes of huge (mmapped) objects. Fields rill has no counterpart for
+ * (fastbins, the count of mmapped objects, keepcost) read 0. */
+#ifndef RILL_NO_OVERRIDE
+static struct mallinfo2 info_of(const struct rill_stats *s) {
+  struct mallinfo2 m = {0};
+  uint64_t small = s->bytes_in_use - s->huge_bytes;
+  m.arena = s->bytes_committed;
+  m.ordblks = s->spans_free;
+  m.hblkhd = s->huge_bytes;
+  m.uordblks = small;
+  m.fordblks = s->bytes_committed > small ? s->bytes_committed - small : 0;
+  return m;
+}
+
+__attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void) {
+  struct rill_stats s;
+  rill_stats_get(&s);
+  return info_of(&s);
+}
+
+static int clamp_int(size_t v) {
+  return v > INT_MAX ? INT_MAX : (int)v;
+}
+
+/* The int fields wrap in glibc past 2 GiB; here they stop at INT_MAX. */
+__attribute__((visibility("default"))) struct mallinfo mallinfo(void) {
+  struct rill_stats s;
+  rill_stats_get(&s);
+  struct mallinfo2 m = info_of(&s);
+  struct mallinfo r = {0};
+  r.arena = clamp_int(m.arena);
+  r.ordblks = clamp_int(m.ordblks);
+  r.hblkhd = clamp_int(m.hblkhd);
+  r.uordblks = clamp_int(m.uordblks);
+  r.fordblks = clamp_int(m.fordblks);
+  return r;
+}
+
+__attribute__((visibility("default"))) void malloc_stats(void) {
+  rill_stats_print(2);
+}
+
+/* glibc's format is XML with one element per arena; this is one element
+ * with rill's counters, under the same root. Options must be 0, as glibc
+ * requires. */
+__attribute__((visibility("default"))) int malloc_info(int options, FILE *fp) {
+  if (options != 0 || !fp) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct rill_stats s;
+  rill_stats_get(&s);
+  fprintf(fp,
+          "<malloc version=\"rill-1\">\n"
+          "<rill in_use=\"%llu\" committed=\"%llu\" reserved=\"%llu\" purged=\"%llu\" "
+          "huge=\"%llu\"/>\n"
+          "<spans hot=\"%llu\" floating=\"%llu\" reusable=\"%llu\" free=\"%llu\"/>\n"
+          "<threads live=\"%llu\" remote_frees=\"%llu\"/>\n"
+          "</malloc>\n",
+          (unsigned long long)s.bytes_in_use, (unsigned long long)s.bytes_committed,
+          (unsigned long long)s.bytes_reserved, (unsigned long long)s.bytes_purged,
+          (unsigned long long)s.huge_bytes, (unsigned long long)s.spans_hot,
+          (unsigned long long)s.spans_floating, (unsigned long long)s.spans_reusable,
+          (unsigned long long)s.spans_free, (unsigned long long)s.threads,
+          (unsigned long long)s.remote_frees);
+  return 0;
+}
+#endif

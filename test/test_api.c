@@ -1,6 +1,7 @@
 /* test_api.c - proves the allocator's C interface behaves like glibc's: size classes,
  * alignment, usable sizes, calloc zeroing, realloc contents, aligned and page allocation,
- * ENOMEM/EINVAL failures and sized frees. Built once per API (rill_ names, standard names). */
+ * ENOMEM/EINVAL failures, sized frees, and (standard names) glibc's mallinfo2/malloc_info.
+ * Built once per API (rill_ names, standard names). */
 #include "rill_test.h"
 
 #include <pthread.h>
@@ -703,6 +704,82 @@ static void t_sized_and_stats(void) {
   for (int i = 0; i < 64; i++) free_checked(keepers[i], "live block across a purge");
 }
 
+#ifndef USE_RILL_API
+/* glibc's introspection calls report rill's heap, not glibc's idle arena: mallinfo2 and
+ * mallinfo follow allocations and frees, huge objects show as mmapped bytes, malloc_info
+ * writes rill's counters and rejects options glibc rejects, malloc_stats prints rill's. */
+static struct mallinfo2 info2(void) {
+  return mallinfo2();
+}
+static void t_glibc_info(void) {
+  enum { N = 4096, SZ = 1000 };
+  static void *v[N];
+  struct mallinfo2 m0 = info2();
+  for (int i = 0; i < N; i++) {
+    v[i] = keep(T_malloc(SZ));
+    if (!v[i]) DIE("malloc(%d) failed", SZ);
+    memset(v[i], i, SZ);
+  }
+  struct mallinfo2 m1 = info2();
+  CHECK(m1.uordblks >= m0.uordblks + (size_t)N * SZ,
+        "mallinfo2 uordblks %zu -> %zu after %d x %d-byte mallocs: not rill's heap", m0.uordblks,
+        m1.uordblks, N, SZ);
+  CHECK(m1.arena >= m1.uordblks && m1.arena == m1.uordblks + m1.fordblks,
+        "mallinfo2: arena %zu is not uordblks %zu + fordblks %zu", m1.arena, m1.uordblks,
+        m1.fordblks);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  struct mallinfo m = mallinfo();
+#pragma GCC diagnostic pop
+  CHECK((size_t)m.uordblks + 64 * KiB >= m1.uordblks &&
+            (size_t)m.uordblks <= m1.uordblks + 64 * KiB,
+        "mallinfo uordblks %d, mallinfo2 %zu: the two disagree", m.uordblks, m1.uordblks);
+  for (int i = 0; i < N; i++) T_free(v[i]);
+  struct mallinfo2 m2 = info2();
+  CHECK(m2.uordblks + (size_t)N * SZ / 2 <= m1.uordblks,
+        "mallinfo2 uordblks %zu -> %zu after freeing them: frees not seen", m1.uordblks,
+        m2.uordblks);
+  char *big = keep(T_malloc(HUGE_SIZE));
+  if (!big) DIE("malloc(%zu) failed", (size_t)HUGE_SIZE);
+  struct mallinfo2 m3 = info2();
+  CHECK(m3.hblkhd >= m2.hblkhd + HUGE_SIZE, "mallinfo2 hblkhd %zu -> %zu after a %zu-byte malloc",
+        m2.hblkhd, m3.hblkhd, (size_t)HUGE_SIZE);
+  T_free(big);
+  CHECK(info2().hblkhd == m2.hblkhd, "mallinfo2 hblkhd %zu after freeing the huge block, was %zu",
+        info2().hblkhd, m2.hblkhd);
+
+  char *text = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream(&text, &len);
+  if (!fp) DIE("open_memstream: %s", strerror(errno));
+  int rc = malloc_info(0, fp);
+  fclose(fp);
+  CHECK(rc == 0 && text && strstr(text, "<malloc") && strstr(text, "in_use=\"") &&
+            strstr(text, "</malloc>"),
+        "malloc_info(0) returned %d and wrote: %s", rc, text ? text : "(nothing)");
+  free(text);
+  errno = 0;
+  rc = malloc_info(1, stdout);
+  CHECK(rc == -1 && errno == EINVAL, "malloc_info(1): %d, errno %d; want -1 and EINVAL", rc, errno);
+
+  /* malloc_stats writes to stderr: catch it in a pipe */
+  int pfd[2];
+  if (pipe(pfd)) DIE("pipe: %s", strerror(errno));
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(pfd[1], 2);
+  malloc_stats();
+  dup2(saved, 2);
+  close(saved);
+  close(pfd[1]);
+  char buf[1024] = {0};
+  ssize_t got = read(pfd[0], buf, sizeof buf - 1);
+  close(pfd[0]);
+  CHECK(got > 0 && strstr(buf, "rill: stats: in_use="), "malloc_stats printed: %s",
+        got > 0 ? buf : "(nothing)");
+}
+#endif
+
 /* Runs one group of checks in a child process, so that an allocator abort in one group
  * is reported as that group's failure and the other groups still run. */
 static bool run_group(const char *name, void (*fn)(void), bool in_child) {
@@ -766,6 +843,9 @@ int main(int argc, char **argv) {
       {"ENOMEM", t_overflow},
       {"EINVAL", t_bad_alignment},
       {"sized free and stats", t_sized_and_stats},
+#ifndef USE_RILL_API
+      {"glibc introspection", t_glibc_info},
+#endif
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     bool ok = run_group(tests[i].name, tests[i].fn, fork_groups);

@@ -5,27 +5,14 @@
  * remote frees over many spans and checks no empty span is left behind, and
  * that a span orphaned by an exited thread goes back at its last free too. */
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
-#include "rill.h"
+#include "rill_test.h"
 
 #define SPAN_BYTES 65536
 
-static int failures;
 static pthread_barrier_t bar;
 static void **objs;
 static size_t nobj, cap, size;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "FAIL: " __VA_ARGS__);                                                       \
-      fputc('\n', stderr);                                                                         \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
 
 static struct rill_stats snap(void) {
   struct rill_stats s;
@@ -37,17 +24,11 @@ static struct rill_stats snap(void) {
 static void fill(void) {
   for (size_t i = 0; i < nobj; i++) {
     objs[i] = rill_malloc(size);
-    if (!objs[i]) {
-      fprintf(stderr, "FAIL: rill_malloc(%zu) returned NULL\n", size);
-      exit(1);
-    }
+    if (!objs[i]) DIE("rill_malloc(%zu) returned NULL", size);
   }
   for (size_t k = 0; k + 1 < nobj / cap; k++) {
     uintptr_t a = (uintptr_t)objs[k * cap], z = (uintptr_t)objs[(k + 1) * cap - 1];
-    if (a / SPAN_BYTES != z / SPAN_BYTES) {
-      fprintf(stderr, "FAIL: span %zu of size %zu is not contiguous\n", k, size);
-      exit(1);
-    }
+    if (a / SPAN_BYTES != z / SPAN_BYTES) DIE("span %zu of size %zu is not contiguous", k, size);
   }
 }
 
@@ -125,21 +106,15 @@ static void *race_owner(void *arg) {
   struct rill_stats s = snap(); /* before exit: the owner's hot span is its only one */
   race_rounds++;
   race_missed += (unsigned)s.spans_reusable;
-  if (s.spans_floating != 0) {
-    fprintf(stderr, "FAIL: size %zu: %llu floating spans left after every block was freed\n", size,
-            (unsigned long long)s.spans_floating);
-    failures++;
-  }
+  CHECK(s.spans_floating == 0, "size %zu: %llu floating spans left after every block was freed",
+        size, (unsigned long long)s.spans_floating);
   pthread_barrier_wait(&bar);
   pthread_barrier_wait(&bar); /* the other thread's rill_collect ran */
   s = snap();
-  if (s.spans_reusable != 0 || s.spans_floating != 0) {
-    fprintf(stderr,
-            "FAIL: size %zu: %llu reusable and %llu floating spans left after every block was "
-            "freed and another thread collected\n",
-            size, (unsigned long long)s.spans_reusable, (unsigned long long)s.spans_floating);
-    failures++;
-  }
+  CHECK(s.spans_reusable == 0 && s.spans_floating == 0,
+        "size %zu: %llu reusable and %llu floating spans left after every block was freed and "
+        "another thread collected",
+        size, (unsigned long long)s.spans_reusable, (unsigned long long)s.spans_floating);
   return NULL;
 }
 
@@ -206,11 +181,10 @@ int main(void) {
     pthread_join(b, NULL);
     pthread_barrier_destroy(&bar);
     free(objs);
-    if (failures) break;
+    if (atomic_load(&t_failures)) break;
   }
   printf("race: %u of %u emptied listed spans missed eager return (another thread's "
          "collect pooled them)\n",
          race_missed, race_rounds * RACE_SPANS);
-  printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
-  return failures ? 1 : 0;
+  return t_finish("test_eager");
 }
