@@ -3,7 +3,6 @@
  * Follows LKmalloc (ISMM'98) sec. 3-4 (requests, requirements 7-8) and sec. 7 (bleeding). */
 #include "bench.h"
 
-
 /* Each worker repeatedly serves a request: about -a allocations, 80% of them 8..40 B and the
  * rest 41..1000 B, held in a working set of at most -w blocks from which a random block is
  * retired after about every second allocation; at the end of the request the rest is retired.

@@ -37,17 +37,17 @@ size_t rill_collect(bool force);
 
 /* Footprint statistics, summed on demand from per-thread counters. */
 struct rill_stats {
-  uint64_t remote_frees;     /* frees by a thread that did not own the span */
-  uint64_t bytes_in_use;     /* live bytes, by size class (approximate) */
-  uint64_t bytes_committed;  /* arena bytes handed to spans, not purged */
-  uint64_t bytes_reserved;   /* address space reserved */
-  uint64_t bytes_purged;     /* bytes given back with madvise, ever */
-  uint64_t huge_bytes;       /* bytes in live huge (mmap) objects */
-  uint64_t spans_hot;        /* spans that are some thread's allocation span */
-  uint64_t spans_floating;   /* full spans no heap tracks */
-  uint64_t spans_reusable;   /* partly free spans waiting for reuse */
-  uint64_t spans_free;       /* empty spans in the global pool */
-  uint64_t threads;          /* live thread heaps */
+  uint64_t remote_frees;    /* frees by a thread that did not own the span */
+  uint64_t bytes_in_use;    /* live bytes, by size class (approximate) */
+  uint64_t bytes_committed; /* arena bytes handed to spans, not purged */
+  uint64_t bytes_reserved;  /* address space reserved */
+  uint64_t bytes_purged;    /* bytes given back with madvise, ever */
+  uint64_t huge_bytes;      /* bytes in live huge (mmap) objects */
+  uint64_t spans_hot;       /* spans that are some thread's allocation span */
+  uint64_t spans_floating;  /* full spans no heap tracks */
+  uint64_t spans_reusable;  /* partly free spans waiting for reuse */
+  uint64_t spans_free;      /* empty spans in the global pool */
+  uint64_t threads;         /* live thread heaps */
 };
 void rill_stats_get(struct rill_stats *out);
 /* Prints the statistics to file descriptor fd (2 = stderr). */

@@ -92,6 +92,7 @@ need clang clang
 need valgrind valgrind
 need python3 python3
 need git git
+need clang-format clang-format
 need awk gawk
 need sort coreutils
 # clang's sanitizer and libFuzzer runtimes live in a versioned package.
@@ -109,6 +110,27 @@ done
 
 LONG_FLAG=OFF
 [ $LONG = 1 ] && LONG_FLAG=ON
+
+# ---- formatting: the checked-in .clang-format ----------------------------------------------
+
+say "clang-format (.clang-format)"
+if command -v clang-format >/dev/null; then
+  fmt_check() {
+    local bad=0 f
+    for f in "$ROOT"/src/*.[ch] "$ROOT"/include/*.h "$ROOT"/test/*.[ch] "$ROOT"/test/*.cc \
+      "$ROOT"/test/fuzz/*.[ch] "$ROOT"/bench/*.[ch]; do
+      [ -e "$f" ] || continue
+      if ! clang-format --style=file "$f" | cmp -s - "$f"; then
+        echo "not formatted: ${f#"$ROOT"/} (clang-format -i ${f#"$ROOT"/})"
+        bad=1
+      fi
+    done
+    return $bad
+  }
+  step "clang-format" "$LOGS/clang-format.log" fmt_check
+else
+  failed "clang-format (not installed)"
+fi
 
 # ---- gcc build and CTest ------------------------------------------------------------------
 
