@@ -85,7 +85,7 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
     if (p) free_outside(p, fn);
     return;
   }
-  span_t *sp = rill_arena.meta[off >> SLOT_SHIFT].head;
+  span_t *sp = span_at(off);
   if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
     uint64_t bo = (uintptr_t)p - sp->start;
     uint64_t idx = (bo * sp->magic) >> 40;

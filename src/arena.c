@@ -1,5 +1,5 @@
-/* arena.c - virtual memory: one large reserved arena of 64 KiB slots, its
- * span-metadata table, and the thin wrappers over mmap/madvise. The bottom
+/* arena.c - virtual memory: one large reserved arena of 16 KiB slots, its
+ * span-metadata and head tables, and the thin wrappers over mmap/madvise. The bottom
  * layer: it knows nothing of classes or heaps. */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -73,14 +73,20 @@ bool arena_init(void) {
   if (ncpu < 1) ncpu = 1;
   rill_arena.stripes = ncpu > MAX_STRIPES ? MAX_STRIPES : ncpu;
 
+  unsigned mo = 0;
+  while ((SLOT_SIZE << mo) < rill_arena.page) mo++;
+  rill_arena.min_order = mo;
+
   for (size_t size = (size_t)1 << 40; size >= ((size_t)1 << 32); size >>= 1) {
     size_t nslots = size >> SLOT_SHIFT;
-    size_t meta_bytes = nslots * sizeof(span_t);
+    size_t meta_bytes = nslots * sizeof(span_t), heads_bytes = nslots * sizeof(uint32_t);
     /* over-reserve by one slot so the base can be slot aligned */
     char *raw = os_map(size + SLOT_SIZE);
     if (!raw) continue;
     span_t *meta = os_map(meta_bytes);
-    if (!meta) {
+    uint32_t *heads = meta ? os_map(heads_bytes) : NULL;
+    if (!heads) {
+      if (meta) os_unmap(meta, meta_bytes);
       os_unmap(raw, size + SLOT_SIZE);
       continue;
     }
@@ -95,25 +101,42 @@ bool arena_init(void) {
     madvise((void *)base, size, MADV_NOHUGEPAGE);
     if (rill_opt.hugepages) madvise((void *)(base + HUGE_START), size - HUGE_START, MADV_HUGEPAGE);
     madvise(meta, meta_bytes, MADV_NOHUGEPAGE);
+    madvise(heads, heads_bytes, MADV_NOHUGEPAGE);
     rill_arena.base = base;
     rill_arena.size = size;
     rill_arena.meta = meta;
+    rill_arena.heads = heads;
     rill_arena.nslots = nslots;
+    /* The first span-sized run stays unused: head index 0 means "no span",
+     * and every span stays page aligned, since all are 2^min_order slots
+     * or more. */
+    atomic_store_explicit(&rill_arena_top, (size_t)1 << mo, RLX);
     return true;
   }
   return false;
 }
 
-/* A never-used run of 2^order slots from the top of the arena. */
-span_t *arena_fresh(unsigned order) {
-  size_t n = (size_t)1 << order;
+/* Takes n never-used slots from the top of the arena: the first one's index,
+ * or 0 once the address space is exhausted (slot 0 is never a span). */
+size_t arena_take(size_t n) {
   size_t first = atomic_fetch_add_explicit(&rill_arena_top, n, RLX);
-  if (first + n > rill_arena.nslots) return NULL; /* address space exhausted */
+  return first + n > rill_arena.nslots ? 0 : first;
+}
+
+/* Makes never-used slots first .. first + 2^order - 1 one empty span. */
+span_t *arena_span(size_t first, unsigned order) {
+  size_t n = (size_t)1 << order;
   span_t *sp = span_of_index(first);
-  for (size_t i = 0; i < n; i++) sp[i].head = sp;
+  for (size_t i = 0; i < n; i++) rill_arena.heads[first + i] = (uint32_t)first;
   sp->start = rill_arena.base + (first << SLOT_SHIFT);
   sp->order = (uint8_t)order;
   sp->fresh = 1;
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   return sp;
+}
+
+/* A never-used run of 2^order slots from the top of the arena. */
+span_t *arena_fresh(unsigned order) {
+  size_t first = arena_take((size_t)1 << order);
+  return first ? arena_span(first, order) : NULL;
 }

@@ -34,15 +34,22 @@ uint32_t heap_count(void) {
   return atomic_load_explicit(&heaps_top, ACQ);
 }
 
+/* direct-map words of each small class: those (n + 7) / 8 of the sizes in
+ * (size of cls - 1, size of cls]; set up once, since a span change writes them */
+static uint8_t direct_lo[NDIRECT_CLS], direct_hi[NDIRECT_CLS];
+
 /* The hot span of a class, mirrored into the direct map for small sizes. */
 static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
   h->hot[cls] = sp;
-  if (cls < NDIRECT_CLS) /* the words (n + 7) / 8 of sizes in (size of cls - 1, size of cls] */
-    for (size_t w = cls ? class_size(cls - 1) / 8 + 1 : 0; w <= class_size(cls) / 8; w++)
-      h->direct[w] = sp;
+  if (cls < NDIRECT_CLS)
+    for (unsigned w = direct_lo[cls]; w <= direct_hi[cls]; w++) h->direct[w] = sp;
 }
 
 bool heap_module_init(void) {
+  for (unsigned c = 0; c < NDIRECT_CLS; c++) {
+    direct_lo[c] = (uint8_t)(c ? class_size(c - 1) / 8 + 1 : 0);
+    direct_hi[c] = (uint8_t)(class_size(c) / 8);
+  }
   heaps = os_map(sizeof(heap_t) * MAX_HEAPS);
   backing.stripe = 0;
   atomic_store_explicit(&backing.live, 1, RLX);
@@ -327,7 +334,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   if (sp) return sp;
   sp = orphan_adopt(h, cls);
   if (sp) return sp;
-  sp = pool_get(rill_class_order(cls), h->stripe, false);
+  sp = pool_get(class_order(cls), h->stripe, false, &h->chunk);
   if (sp) {
     span_init_class(sp, cls, h);
     return sp;
@@ -356,7 +363,7 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
 
 /* Any request on a set-up heap. Aligned requests pick the first class whose
  * size is a multiple of the alignment: blocks sit at multiples of their size
- * from a 64 KiB aligned span start, so they come out aligned. */
+ * from a slot-aligned (16 KiB) span start, so they come out aligned. */
 static void *heap_alloc_any(heap_t *h, size_t n, size_t align, bool *zeroed) {
   *zeroed = false;
   size_t m = n > align ? n : align;
@@ -572,9 +579,9 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
     *zeroed = true;
     return huge_alloc(n, align);
   }
-  unsigned order = 0;
+  unsigned order = rill_arena.min_order;
   while ((SLOT_SIZE << order) < need) order++;
-  span_t *sp = pool_get(order, h->stripe, true);
+  span_t *sp = pool_get(order, h->stripe, true, NULL);
   if (!sp) return NULL;
   uintptr_t start = span_start(sp), obj = start;
   if (align > SLOT_SIZE) obj = (start + align - 1) & ~(uintptr_t)(align - 1);

@@ -160,6 +160,7 @@ bool rill_init(void) {
                                    ": unrecognised value, accepted: dontneed, free; "
                                    "using the default (dontneed)") == 1;
     ok = arena_init() && pool_init() && heap_module_init();
+    if (ok) span_module_init();
     if (ok) atomic_store_explicit(&rill_ready, 1, REL);
   }
   spin_unlock(&init_lock);

@@ -26,11 +26,15 @@
 #endif
 
 /* ---- geometry ---------------------------------------------------------- */
-/* The arena is cut into 64 KiB slots. A span is a run of 2^order slots;
- * small classes use one slot. 64 KiB covers 4, 16 and 64 KiB kernel pages. */
-#define SLOT_SHIFT  16
+/* The arena is cut into 16 KiB slots. A span is a run of 2^order slots.
+ * Small classes take the smallest span that holds 64 blocks (16 KiB for
+ * classes up to 256 B): one partly used span per thread and class is what a
+ * producer-consumer program holds beyond its live bytes (Hoard §2.2), and at
+ * 64 KiB that was a third of xmalloc's peak at 16 threads. On kernels with
+ * larger pages no span is smaller than a page (rill_arena.min_order). */
+#define SLOT_SHIFT  14
 #define SLOT_SIZE   ((size_t)1 << SLOT_SHIFT)
-#define MAX_ORDER   9 /* 512 slots = 32 MiB: the largest span */
+#define MAX_ORDER   11 /* 2048 slots = 32 MiB: the largest span */
 #define NORDERS     (MAX_ORDER + 1)
 #define LARGE_MAX   (SLOT_SIZE << MAX_ORDER)
 #define MAX_STRIPES 64
@@ -92,14 +96,13 @@ enum { AT_NONE = 0, AT_HOT = 1, AT_LISTED = 2 };
 
 /* Span metadata lives outside the span, in a table indexed by slot
  * (Streamflow's BIBOP table, §3.1.1): objects stay headerless and a purged
- * span keeps its metadata. Three cache lines, by who writes them, so that a
- * producer allocating from a span and consumers freeing into it do not
- * bounce one line (the consume benchmark): the first is read by every free,
- * the second written by the owner's malloc and free, the third by remote
- * frees. */
+ * span keeps its metadata. Only a span's first slot has a live entry; the
+ * head table (arena_t.heads) maps every slot to it. Three cache lines, by who writes them, so that
+ * a producer allocating from a span and consumers freeing into it do not bounce one line (the
+ * consume benchmark): the first is read by every free, the second written by the owner's malloc and
+ * free, the third by remote frees. */
 typedef struct span {
   /* --- read-mostly: written when the span is formatted or carved --- */
-  struct span *head;               /* the span this slot belongs to (itself for a head slot) */
   _Atomic(struct heap *) attached; /* heap whose fast path may touch this span */
   uintptr_t start;                 /* address of the span's first byte */
   uint64_t magic;                  /* ceil(2^40 / bsize): exact division of offsets */
@@ -150,11 +153,14 @@ static inline void used_dec(span_t *sp, uint32_t n) {
 
 /* ---- arena (arena.c) --------------------------------------------------- */
 typedef struct arena {
-  uintptr_t base; /* first slot */
-  size_t size;    /* bytes reserved */
-  span_t *meta;   /* one span_t per slot */
+  uintptr_t base;  /* slot 0; it never holds a span */
+  size_t size;     /* bytes reserved */
+  span_t *meta;    /* one span_t per slot; only a span's first slot's is used */
+  uint32_t *heads; /* per slot: index of its span's first slot, 0 = no span (meta[0] is a span
+                    * with no blocks, so a free of such an address fails validation) */
   size_t nslots;
-  size_t page; /* kernel page size, read at start-up */
+  size_t page;        /* kernel page size, read at start-up */
+  unsigned min_order; /* no span is smaller than a page */
   unsigned stripes;
 } __attribute__((aligned(64))) arena_t; /* read by every free: a line of its own */
 
@@ -167,6 +173,10 @@ static inline span_t *span_of_index(size_t i) {
 static inline size_t span_index(const span_t *sp) {
   return (size_t)(sp - rill_arena.meta);
 }
+/* The span holding arena offset `off` (< rill_arena.size): meta[0] if none. */
+static inline span_t *span_at(uintptr_t off) {
+  return &rill_arena.meta[rill_arena.heads[off >> SLOT_SHIFT]];
+}
 static inline uintptr_t span_start(const span_t *sp) {
   return sp->start;
 }
@@ -175,6 +185,8 @@ static inline size_t span_bytes(const span_t *sp) {
 }
 
 bool arena_init(void) INTERNAL;
+size_t arena_take(size_t n) INTERNAL;
+span_t *arena_span(size_t first, unsigned order) INTERNAL;
 span_t *arena_fresh(unsigned order) INTERNAL;
 void os_purge(void *p, size_t n) INTERNAL;
 void os_purge_lazy(void *p, size_t n) INTERNAL;
@@ -186,8 +198,14 @@ void *os_map(size_t n) INTERNAL;
 void os_unmap(void *p, size_t n) INTERNAL;
 
 /* ---- span pool (pool.c): scalloc §3.3 ----------------------------------- */
+/* A heap's run of never-used slots, for spans below CHUNK_ORDER: slots
+ * next .. end - 1 of the arena. */
+#define CHUNK_ORDER 4 /* 16 slots, 256 KiB */
+typedef struct chunk {
+  uint32_t next, end;
+} chunk_t;
 bool pool_init(void) INTERNAL;
-span_t *pool_get(unsigned order, unsigned stripe, bool larger) INTERNAL;
+span_t *pool_get(unsigned order, unsigned stripe, bool larger, chunk_t *ck) INTERNAL;
 void pool_put(span_t *sp, unsigned stripe) INTERNAL;
 size_t pool_purge(void) INTERNAL;
 size_t pool_purge_timed(uint64_t now) INTERNAL;
@@ -223,7 +241,8 @@ bool span_block_ok(const span_t *sp, uintptr_t p) INTERNAL;
 span_t *span_lookup(const void *p) INTERNAL;
 void span_free_remote(struct heap *h, span_t *sp, block_t *b) INTERNAL;
 uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
-unsigned rill_class_order(unsigned cls) INTERNAL;
+void span_module_init(void) INTERNAL;
+unsigned class_order(unsigned cls) INTERNAL;
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
 typedef struct heap {
@@ -238,6 +257,8 @@ typedef struct heap {
   uint32_t id;
   uint32_t stripe;            /* span-pool stripe used by this heap */
   uint64_t swept;             /* pool_epoch() at this heap's last sweep of its lists */
+  chunk_t chunk;              /* fresh address space for small spans; kept when the heap
+                               * record passes to a later thread */
   _Atomic uint32_t live;      /* 1 while a thread owns this heap */
   _Atomic uint32_t next_free; /* heap free list link (id + 1) */
   _Atomic uint64_t remote_frees;

@@ -273,7 +273,31 @@ static span_t *pool_pop(unsigned order, unsigned stripe) {
   return sp;
 }
 
-/* Empty span of at least 2^order slots: the pool, else fresh address space.
+/* A never-used span for a heap, cut from the heap's own chunk of the arena.
+ * Taken straight from the top of the arena, the 16 KiB spans of two threads
+ * alternated in the address space, and knary at 2 threads, which builds and
+ * walks each thread's own trees, ran 1.19x slower than with 64 KiB spans;
+ * with 256 KiB chunks per heap, 1.09x (shorter runs: the difference is in
+ * first touch; 100 repetitions ran as fast). What is left of a chunk too
+ * small for the span asked for goes to the pool as never-used spans. */
+static span_t *chunk_take(chunk_t *ck, unsigned order, unsigned stripe) {
+  size_t n = (size_t)1 << order;
+  if (ck->end - ck->next < n) {
+    size_t piece = (size_t)1 << rill_arena.min_order;
+    for (; ck->next < ck->end; ck->next += (uint32_t)piece)
+      pool_put(arena_span(ck->next, rill_arena.min_order), stripe);
+    size_t first = arena_take((size_t)1 << CHUNK_ORDER);
+    if (!first) return NULL;
+    ck->next = (uint32_t)first;
+    ck->end = (uint32_t)(first + ((size_t)1 << CHUNK_ORDER));
+  }
+  span_t *sp = arena_span(ck->next, order);
+  ck->next += (uint32_t)n;
+  return sp;
+}
+
+/* Empty span of at least 2^order slots: the pool, else fresh address space
+ * (from the heap's chunk `ck` for small spans, when it has one).
  * With `larger` (one large object) a pooled span one order up comes before
  * fresh memory. Orders never split or merge, so a program whose large sizes
  * wander across a power of two would fault in fresh spans while pooled ones
@@ -282,10 +306,10 @@ static span_t *pool_pop(unsigned order, unsigned stripe) {
  * a span idle under a live object, where no purge can reach it; one order up
  * bounds that at 3/4, which the pool would have kept resident for the purge
  * delay anyway. */
-span_t *pool_get(unsigned order, unsigned stripe, bool larger) {
+span_t *pool_get(unsigned order, unsigned stripe, bool larger, chunk_t *ck) {
   span_t *sp = pool_pop(order, stripe);
   if (!sp && larger && order < MAX_ORDER) sp = pool_pop(order + 1, stripe);
-  if (!sp) sp = arena_fresh(order);
+  if (!sp) sp = ck && order < CHUNK_ORDER ? chunk_take(ck, order, stripe) : arena_fresh(order);
   purge_maybe(os_now_ms());
   return sp;
 }

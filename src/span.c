@@ -13,23 +13,33 @@ const uint8_t rill_small_cls[DIRECT_N] = {
     18, 18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19,
     19, 19, 19, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20};
 
-/* Order of the span that serves a class: one slot up to 32 KiB blocks, else
- * the smallest power of two holding two. Fewer blocks per big span strand
- * fewer free-but-resident pages behind one live block (mstress peak RSS 214
- * -> 155 MiB against eight blocks a span); two rather than one keep a span
- * change from every allocation (sizes 16-64 KiB: 1.6x slower with one). */
-static unsigned class_order(unsigned cls) {
-  size_t sz = class_size(cls), o = 0;
-  while ((SLOT_SIZE << o) < 2 * sz) o++;
-  return (unsigned)o;
+/* Order of the span that serves a class. Up to 1 KiB: the smallest span
+ * holding 64 blocks, so a thread's partly used span per class costs 16 KiB
+ * (classes up to 256 B), not 64 (xmalloc at 16 threads: peak RSS 37 -> 27
+ * MiB); with fewer blocks, spans change so often that larson lost half its
+ * throughput at 16 per span, a fifth at 32. Bigger classes: at least 64 KiB,
+ * and the smallest power of two holding two blocks. Fewer blocks per big
+ * span strand fewer free-but-resident pages behind one live block (mstress
+ * peak RSS 214 -> 155 MiB against eight blocks a span); two rather than one
+ * keep a span change from every allocation (sizes 16-64 KiB: 1.6x slower
+ * with one). Never less than a page (rill_arena.min_order). */
+static uint8_t cls_order[NCLASSES];
+
+void span_module_init(void) {
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    size_t sz = class_size(c), min = sz <= 1024 ? 64 * sz : (size_t)64 * 1024;
+    unsigned o = rill_arena.min_order;
+    while ((SLOT_SIZE << o) < min || (SLOT_SIZE << o) < 2 * sz) o++;
+    cls_order[c] = (uint8_t)o;
+  }
+}
+
+unsigned class_order(unsigned cls) {
+  return cls_order[cls];
 }
 
 static uint64_t magic_of(size_t bsize) {
   return (((uint64_t)1 << 40) + bsize - 1) / bsize;
-}
-
-unsigned rill_class_order(unsigned cls) {
-  return class_order(cls);
 }
 
 void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
@@ -179,7 +189,7 @@ bool span_block_ok(const span_t *sp, uintptr_t p) {
 span_t *span_lookup(const void *p) {
   uintptr_t off = (uintptr_t)p - rill_arena.base;
   if (off >= rill_arena.size) return NULL;
-  return span_of_index(off >> SLOT_SHIFT)->head;
+  return span_at(off);
 }
 
 /* A free into a span this thread's heap does not have attached: one CAS

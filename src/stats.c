@@ -15,7 +15,11 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
     size_t top = atomic_load_explicit(&rill_arena_top, RLX);
     if (top > rill_arena.nslots) top = rill_arena.nslots;
     s.bytes_reserved = rill_arena.size;
-    for (size_t i = 0; i < top;) {
+    for (size_t i = (size_t)1 << rill_arena.min_order; i < top;) {
+      if (rill_arena.heads[i] != i) { /* in a heap's chunk, not yet a span */
+        i++;
+        continue;
+      }
       span_t *sp = span_of_index(i);
       size_t bytes = SLOT_SIZE << sp->order;
       uint64_t x = atomic_load_explicit(&sp->xf, RLX);

@@ -20,6 +20,7 @@ enum kind {
   K_HUGE_INTERIOR,
   K_FOREIGN_MMAP,
   K_STATIC,
+  K_ARENA_GAP,
   K_COUNT
 };
 static const char *const kind_name[] = {
@@ -32,6 +33,7 @@ static const char *const kind_name[] = {
     "malloc(40 MiB) + 4096",
     "page from a separate mmap",
     "address in the program's data",
+    "malloc(16) + 512 MiB (rill's reserve, no span there)",
 };
 
 enum api { A_FREE, A_REALLOC, A_RILL_FREE, A_RILL_REALLOC, A_FREE_SIZED, A_COUNT };
@@ -69,6 +71,9 @@ static void *bad_pointer(enum kind k, volatile char *stack_buf) {
     return p == MAP_FAILED ? NULL : (char *)p + 4096;
   case K_STATIC:
     return static_data + 64;
+  case K_ARENA_GAP: /* inside the reserved arena (4 GiB at least), far above what is in use */
+    p = malloc(16);
+    return p ? (char *)p + 512 * MiB : NULL;
   default:
     return NULL;
   }

@@ -8,8 +8,6 @@
 
 #include "rill_test.h"
 
-#define SPAN_BYTES 65536
-
 static pthread_barrier_t bar;
 static void **objs;
 static size_t nobj, cap, size;
@@ -28,7 +26,7 @@ static void fill(void) {
   }
   for (size_t k = 0; k + 1 < nobj / cap; k++) {
     uintptr_t a = (uintptr_t)objs[k * cap], z = (uintptr_t)objs[(k + 1) * cap - 1];
-    if (a / SPAN_BYTES != z / SPAN_BYTES) DIE("span %zu of size %zu is not contiguous", k, size);
+    if (z - a != (cap - 1) * size) DIE("span %zu of size %zu is not contiguous", k, size);
   }
 }
 
@@ -129,7 +127,7 @@ static void *orphan_maker(void *arg) {
 
 static void orphan_case(void) {
   size = 128;
-  cap = SPAN_BYTES / size;
+  cap = T_SPAN_BYTES(size) / size;
   nobj = 2 * cap;
   objs = calloc(nobj, sizeof *objs);
   pthread_t t;
@@ -155,7 +153,7 @@ int main(void) {
   size_t sizes[] = {48, 1024, 4096};
   for (int t = 0; t < 3; t++) {
     size = sizes[t];
-    cap = SPAN_BYTES / size;
+    cap = T_SPAN_BYTES(size) / size;
     nobj = 3 * cap - cap / 2;
     objs = calloc(nobj, sizeof *objs);
     pthread_barrier_init(&bar, NULL, 2);
@@ -170,7 +168,7 @@ int main(void) {
   /* the race, many times: afterwards no span may sit empty on a reusable list */
   for (int r = 0; r < 200; r++) {
     size = r % 2 ? 64 : 256;
-    cap = SPAN_BYTES / size;
+    cap = T_SPAN_BYTES(size) / size;
     nobj = RACE_SPANS * cap + 1;
     objs = calloc(nobj, sizeof *objs);
     pthread_barrier_init(&bar, NULL, 2);

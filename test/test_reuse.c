@@ -7,7 +7,11 @@
 
 #include "rill_test.h"
 
-#define SPAN_BYTES 65536
+/* The sizes used here (64 and 96 B) have one-slot spans, which start at multiples of their
+ * size: a block's span is its address divided by the span size. */
+#define SPAN_BYTES T_SLOT_BYTES
+_Static_assert(T_SPAN_BYTES(64) == SPAN_BYTES && T_SPAN_BYTES(96) == SPAN_BYTES,
+               "test_reuse's sizes must have one-slot spans");
 
 static void *xmalloc(size_t n) {
   void *p = rill_malloc(n);
@@ -77,7 +81,7 @@ static void *mark_case(void *arg) {
  * the ones A freed, the never-used rest, and both batches of B's. */
 #define B_SIZE 96
 #define B_CAP  (SPAN_BYTES / B_SIZE)
-#define B_HALF 512
+#define B_HALF (B_CAP / 2)
 static void *objs[B_HALF];
 static pthread_barrier_t bar;
 
