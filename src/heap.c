@@ -66,12 +66,13 @@ static void heap_reset(heap_t *h, uint32_t id) {
   for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
   h->stripe = id % rill_arena.stripes;
+  atomic_store_explicit(&h->gen, atomic_load_explicit(&h->gen, RLX) + 1, RLX);
   spin_lock(&h->lock); /* a late remote free may still be listing a span here */
   for (unsigned c = 0; c < NCLASSES; c++) {
     list_head_set(h, c, NULL);
     h->tail[c] = NULL;
   }
-  h->closed = false;
+  __atomic_store_n(&h->closed, false, __ATOMIC_RELAXED);
   spin_unlock(&h->lock);
   atomic_store_explicit(&h->live, 1, REL);
 }
@@ -204,7 +205,7 @@ static heap_t orphanage = {EMPTY_HOT};
 static uint64_t list_hand_locked(heap_t *to, span_t *sp) {
   list_link(to, sp);
   atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
-  atomic_store_explicit(&sp->heap, to, RLX);
+  span_set_heap(sp, to);
   atomic_store_explicit(&sp->attached, to == &orphanage ? NULL : to, REL);
   uint64_t x = atomic_load_explicit(&sp->xf, RLX);
   while (!atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(ST_LISTED, x),
@@ -309,7 +310,7 @@ static span_t *orphan_adopt(heap_t *h, unsigned cls) {
   span_t *sp;
   if (!__atomic_load_n(&orphanage.list[cls], __ATOMIC_RELAXED)) return NULL;
   while ((sp = list_pop(&orphanage, cls, true)) != NULL) {
-    atomic_store_explicit(&sp->heap, h, RLX);
+    span_set_heap(sp, h);
     if (used_get(sp) == 0) {
       pool_put(sp, h->stripe);
       continue;
@@ -435,9 +436,55 @@ static void large_free(heap_t *h, span_t *sp, void *p, const char *fn) {
   pool_put(sp, h->stripe); /* its pages go back after the purge delay */
 }
 
-/* A free whose span is not attached to this thread's heap. If the span is
- * this heap's own floating span, one CAS re-attaches it (Streamflow moves a
- * page block to the head of its list on an owner free); otherwise the block
+/* Takes a span that no live thread allocates from for heap h, at the free of
+ * one of its blocks: h's own floating span, a floating span whose owner has
+ * exited, or an orphan. It becomes one of h's listed spans, so h's further
+ * frees into it are plain stores (Streamflow moves a page block to the head
+ * of its list on an owner free). Taking the dead owner's spans matters to a
+ * thread that inherits a dead thread's blocks (larson's bleeding, a server
+ * handing a connection's buffers to a new worker): each of its frees was a
+ * CAS on the remote word; now the first free into each span is. A live
+ * owner's floating span is left alone: it would give the freer blocks next
+ * to objects the owner still uses (Hoard §2.1, passive false sharing).
+ * False if the span was not taken (another thread changed it first). */
+static bool owner_gone(const span_t *sp, heap_t *owner) {
+  return __atomic_load_n(&owner->closed, __ATOMIC_RELAXED) ||
+         atomic_load_explicit(&sp->heap_gen, RLX) != atomic_load_explicit(&owner->gen, RLX);
+}
+
+static bool heap_take(heap_t *h, span_t *sp, block_t *b) {
+  if (h == &rill_done_heap) return false; /* an exited thread owns nothing */
+  heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
+  uint64_t old = atomic_load_explicit(&sp->xf, RLX);
+  if (owner == &orphanage) {
+    if (XF_STATE(old) != ST_LISTED) return false;
+    spin_lock(&orphanage.lock);
+    bool mine = atomic_load_explicit(&sp->heap, RLX) == &orphanage &&
+                atomic_load_explicit(&sp->where, RLX) == AT_LISTED;
+    if (mine) {
+      list_unlink(&orphanage, sp);
+      mine = listed_detach(sp); /* false: a free claimed it, and pools it */
+    }
+    spin_unlock(&orphanage.lock);
+    if (!mine) return false;
+  } else {
+    if (owner != h && owner && !owner_gone(sp, owner)) return false;
+    for (;;) {
+      if (XF_STATE(old) != ST_FLOATING) return false;
+      if (span_attach(sp, &old)) break;
+    }
+  }
+  span_set_heap(sp, h);
+  b->next = sp->free;
+  sp->free = b;
+  used_dec(sp, used_get(sp) - 1);
+  atomic_store_explicit(&sp->attached, h, RLX);
+  list_push(h, sp);
+  return true;
+}
+
+/* A free whose span is not attached to this thread's heap: the span is
+ * taken over when nobody allocates from it (heap_take); otherwise the block
  * goes on the span's remote list. */
 void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
   if (unlikely(!span_block_ok(sp, (uintptr_t)p))) rill_invalid(fn, p);
@@ -452,20 +499,7 @@ void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
     large_free(h, sp, p, fn);
     return;
   }
-  if (atomic_load_explicit(&sp->heap, RLX) == h) {
-    uint64_t old = atomic_load_explicit(&sp->xf, RLX);
-    while (XF_STATE(old) == ST_FLOATING) {
-      if (span_attach(sp, &old)) {
-        block_t *b = p;
-        b->next = sp->free;
-        sp->free = b;
-        used_dec(sp, used_get(sp) - 1);
-        atomic_store_explicit(&sp->attached, h, RLX);
-        list_push(h, sp);
-        return;
-      }
-    }
-  }
+  if (heap_take(h, sp, p)) return;
   span_free_remote(h, sp, p);
   purger_poll();
 }
@@ -560,7 +594,7 @@ void heap_thread_done(heap_t *h) {
   if (h == &rill_empty_heap || h == &rill_done_heap) return;
   rill_tls = &rill_done_heap;
   spin_lock(&h->lock); /* from now on, spans handed back become orphans */
-  h->closed = true;
+  __atomic_store_n(&h->closed, true, __ATOMIC_RELAXED);
   spin_unlock(&h->lock);
   for (unsigned c = 0; c < NCLASSES; c++) {
     if (h->hot[c] != &rill_empty_span) heap_release(h, h->hot[c]);

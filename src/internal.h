@@ -114,6 +114,8 @@ typedef struct span {
   uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
   _Atomic(struct heap *) heap;     /* owning heap (scalloc's LAB), kept while floating; rarely
                                     * written, and read by every remote free */
+  _Atomic uint32_t heap_gen;       /* the heap record's `gen` when it took the span: a
+                                    * record passed to a later thread owns nothing of before */
   /* --- the owner's --- */
   _Alignas(64) block_t *free; /* local LIFO free list (owner only) */
   block_t *spare;             /* remote frees taken while `free` was not empty: a second
@@ -260,10 +262,17 @@ typedef struct heap {
   chunk_t chunk;              /* fresh address space for small spans; kept when the heap
                                * record passes to a later thread */
   _Atomic uint32_t live;      /* 1 while a thread owns this heap */
+  _Atomic uint32_t gen;       /* counts the threads that have owned this record */
   _Atomic uint32_t next_free; /* heap free list link (id + 1) */
   _Atomic uint64_t remote_frees;
   _Atomic uint64_t huge_allocs;
 } heap_t;
+
+/* Makes h the span's owner (its current incarnation: see heap_gen). */
+static inline void span_set_heap(span_t *sp, heap_t *h) {
+  atomic_store_explicit(&sp->heap_gen, atomic_load_explicit(&h->gen, RLX), RLX);
+  atomic_store_explicit(&sp->heap, h, RLX);
+}
 
 extern heap_t rill_empty_heap INTERNAL; /* never initialized: first call sets up */
 extern heap_t rill_done_heap INTERNAL;  /* thread already cleaned up */

@@ -54,7 +54,7 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
   used_set(sp, 0);
   atomic_store_explicit(&sp->check, 0, RLX);
   atomic_store_explicit(&sp->carved, 0, RLX);
-  atomic_store_explicit(&sp->heap, h, RLX);
+  span_set_heap(sp, h);
   atomic_store_explicit(&sp->attached, h, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), REL);
 }
@@ -73,7 +73,7 @@ void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
   used_set(sp, 1);
   atomic_store_explicit(&sp->fused, 1, RLX);
   atomic_store_explicit(&sp->carved, 1, RLX);
-  atomic_store_explicit(&sp->heap, h, RLX);
+  span_set_heap(sp, h);
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FLOATING, 0, 0), REL);

@@ -1,8 +1,9 @@
 /* test_reuse.c - proves how a thread heap reuses partly free spans: a listed span
  * with fewer free blocks than a sixteenth of the span (an emptiness threshold,
- * as in Hoard) is passed over for a fresh span and taken once it has enough; and remote frees that
+ * as in Hoard) is passed over for a fresh span and taken once it has enough; remote frees that
  * arrive while a span's local lists are in use (a thread's exit, an orphan's adoption) are neither
- * lost nor handed out twice. */
+ * lost nor handed out twice; and a thread freeing an exited thread's blocks takes their spans
+ * over, while a live thread's spans stay its own. */
 #include <pthread.h>
 
 #include "rill_test.h"
@@ -74,11 +75,13 @@ static void *mark_case(void *arg) {
 }
 
 /* ---- remote frees while both local lists are in use --------------------- */
-/* A fills half a span S, frees a few blocks itself and exits while B's remote
- * frees wait on S: at exit they go to S's second local list. B frees more
- * while S sits in the orphanage; C adopts S with both local lists in use, so
- * those stay pending on S. C must get every free block of S exactly once:
- * the ones A freed, the never-used rest, and both batches of B's. */
+/* A fills half a span S and frees a few blocks itself; B frees 20 remotely,
+ * which A's rill_collect(true) takes onto S's second local list. B frees 30
+ * more, which stay pending on S since both local lists are in use, and A
+ * exits: S goes to the orphanage with its remote list pending. C adopts S.
+ * C must get every free block of S exactly once: the ones A freed, the
+ * never-used rest, and both batches of B's. (Had B freed into S after A's
+ * exit, B would have taken S over at its first free.) */
 #define B_SIZE 96
 #define B_CAP  (SPAN_BYTES / B_SIZE)
 #define B_HALF (B_CAP / 2)
@@ -92,7 +95,10 @@ static void *b_owner(void *arg) {
     DIE("the owner's blocks span two spans; the test's premise is wrong");
   for (size_t i = 0; i < 10; i++) rill_free(objs[i]); /* local list in use */
   pthread_barrier_wait(&bar);
-  pthread_barrier_wait(&bar); /* B freed 20 remotely; exit collects them */
+  pthread_barrier_wait(&bar); /* B freed 20 remotely */
+  rill_collect(true);         /* they go to S's second local list */
+  pthread_barrier_wait(&bar);
+  pthread_barrier_wait(&bar); /* B freed 30 more: they wait on S */
   return NULL;
 }
 
@@ -135,8 +141,10 @@ static void pending_case(void) {
   pthread_barrier_wait(&bar);
   run(b_remote, (void *)(uintptr_t)10); /* objs[10..30) */
   pthread_barrier_wait(&bar);
-  pthread_join(a, NULL);
-  run(b_remote, (void *)(uintptr_t)30); /* objs[30..60), S orphaned */
+  pthread_barrier_wait(&bar);
+  run(b_remote, (void *)(uintptr_t)30); /* objs[30..60) */
+  pthread_barrier_wait(&bar);
+  pthread_join(a, NULL); /* S orphaned */
   static void *got[B_CAP + 1];
   run(b_adopter, got);
 
@@ -146,7 +154,7 @@ static void pending_case(void) {
   while (in_s < B_CAP + 1 && span_of(got[in_s]) == s) in_s++;
   CHECK(in_s == want,
         "the adopter got %zu blocks of the orphaned span before moving on; it had "
-        "%zu free (10 local, 20 remote taken at exit, 30 remote pending, %d never "
+        "%zu free (10 local, 20 remote taken by a collect, 30 remote pending, %d never "
         "used)",
         in_s, want, B_CAP - B_HALF);
   for (size_t i = 0; i < in_s; i++) {
@@ -171,8 +179,100 @@ static void pending_case(void) {
         (unsigned long long)s1.bytes_in_use, (unsigned long long)s0.bytes_in_use);
 }
 
+/* ---- frees into spans nobody allocates from ------------------------------ */
+/* A fills C_SPANS spans and exits: they float, full, their owner gone. The
+ * first free by D into each takes the span over, so D's other frees into it
+ * are its own, without the remote word: the remote-free count must not grow
+ * by a block per free. A live owner's floating spans stay its own: frees
+ * into them by another thread are remote, one each. */
+#define C_SIZE  64
+#define C_CAP   (SPAN_BYTES / C_SIZE)
+#define C_SPANS 4
+static void *c_objs[C_SPANS * C_CAP];
+
+static void *c_fill(void *arg) {
+  for (size_t i = 0; i < C_SPANS * C_CAP; i++) c_objs[i] = xmalloc(C_SIZE);
+  for (size_t k = 0; k < C_SPANS; k++)
+    if (span_of(c_objs[k * C_CAP]) != span_of(c_objs[k * C_CAP + C_CAP - 1]))
+      DIE("span %zu is not contiguous; the test's premise is wrong", k);
+  if (arg) { /* stay alive while the other thread frees */
+    pthread_barrier_wait(&bar);
+    pthread_barrier_wait(&bar);
+  }
+  return NULL;
+}
+
+static void *c_free(void *arg) {
+  size_t n = (size_t)(uintptr_t)arg;
+  for (size_t i = 0; i < n; i++) rill_free(c_objs[i]);
+  return NULL;
+}
+
+static uint64_t remote_frees(void) {
+  struct rill_stats s;
+  rill_stats_get(&s);
+  return s.remote_frees;
+}
+
+/* Holds a heap (the exited thread's record, reused last in, first out) until released, so
+ * that the freeing thread does not get that record and with it the spans as its own. */
+static void *c_hold(void *arg) {
+  (void)arg;
+  rill_free(xmalloc(C_SIZE));
+  pthread_barrier_wait(&bar);
+  pthread_barrier_wait(&bar);
+  return NULL;
+}
+
+static void inherit_case(void) {
+  struct rill_stats s0, s1;
+  rill_stats_get(&s0);
+  run(c_fill, NULL);
+  pthread_barrier_init(&bar, NULL, 2);
+  pthread_t holder;
+  pthread_create(&holder, NULL, c_hold, NULL);
+  pthread_barrier_wait(&bar);
+  uint64_t r0 = remote_frees();
+  run(c_free, (void *)(uintptr_t)(C_SPANS * C_CAP));
+  uint64_t r1 = remote_frees();
+  pthread_barrier_wait(&bar);
+  pthread_join(holder, NULL);
+  pthread_barrier_destroy(&bar);
+  CHECK(r1 - r0 <= C_SPANS,
+        "freeing %d blocks of an exited thread's %d full spans made %llu remote frees; the "
+        "first free into each span should take it over",
+        C_SPANS * C_CAP, C_SPANS, (unsigned long long)(r1 - r0));
+  rill_stats_get(&s1);
+  CHECK(s1.bytes_in_use == s0.bytes_in_use && s1.spans_floating == s0.spans_floating,
+        "after the exited thread's blocks were freed: %llu bytes in use (%llu before), %llu "
+        "floating spans (%llu before)",
+        (unsigned long long)s1.bytes_in_use, (unsigned long long)s0.bytes_in_use,
+        (unsigned long long)s1.spans_floating, (unsigned long long)s0.spans_floating);
+
+  pthread_barrier_init(&bar, NULL, 2);
+  pthread_t a;
+  pthread_create(&a, NULL, c_fill, &bar);
+  pthread_barrier_wait(&bar);
+  r0 = remote_frees();
+  run(c_free, (void *)(uintptr_t)(2 * C_CAP)); /* two full spans of a live owner */
+  r1 = remote_frees();
+  CHECK(r1 - r0 == 2 * C_CAP,
+        "freeing %d blocks of a live thread's full spans made %llu remote frees; the spans "
+        "should have stayed the owner's",
+        2 * C_CAP, (unsigned long long)(r1 - r0));
+  pthread_barrier_wait(&bar);
+  pthread_join(a, NULL);
+  pthread_barrier_destroy(&bar);
+  for (size_t i = 2 * C_CAP; i < C_SPANS * C_CAP; i++) rill_free(c_objs[i]);
+  rill_stats_get(&s1);
+  CHECK(s1.bytes_in_use == s0.bytes_in_use,
+        "bytes in use %llu after everything was freed, %llu before",
+        (unsigned long long)s1.bytes_in_use, (unsigned long long)s0.bytes_in_use);
+}
+
 int main(void) {
   run(mark_case, NULL);
   pending_case();
+  inherit_case();
   return t_finish("test_reuse");
 }
