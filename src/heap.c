@@ -469,10 +469,14 @@ static bool heap_take(heap_t *h, span_t *sp, block_t *b) {
     if (!mine) return false;
   } else {
     if (owner != h && owner && !owner_gone(sp, owner)) return false;
-    for (;;) {
+    /* Another thread may be taking it too: the local lists are read only by
+     * the winner of this CAS, which leaves the remote list on the span and
+     * then collects it as its owner. */
+    do
       if (XF_STATE(old) != ST_FLOATING) return false;
-      if (span_attach(sp, &old)) break;
-    }
+    while (
+        !atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_WITH(ST_ATTACHED, old), ACQ, RLX));
+    span_collect(sp);
   }
   span_set_heap(sp, h);
   b->next = sp->free;
