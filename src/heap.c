@@ -436,6 +436,13 @@ static void large_free(heap_t *h, span_t *sp, void *p, const char *fn) {
   pool_put(sp, h->stripe); /* its pages go back after the purge delay */
 }
 
+/* Has the thread that took this span exited? Its heap record is closed, or
+ * has passed to a later thread since (the record's gen moved on). */
+static bool owner_gone(const span_t *sp, heap_t *owner) {
+  return __atomic_load_n(&owner->closed, __ATOMIC_RELAXED) ||
+         atomic_load_explicit(&sp->heap_gen, RLX) != atomic_load_explicit(&owner->gen, RLX);
+}
+
 /* Takes a span that no live thread allocates from for heap h, at the free of
  * one of its blocks: h's own floating span, a floating span whose owner has
  * exited, or an orphan. It becomes one of h's listed spans, so h's further
@@ -447,11 +454,6 @@ static void large_free(heap_t *h, span_t *sp, void *p, const char *fn) {
  * owner's floating span is left alone: it would give the freer blocks next
  * to objects the owner still uses (Hoard §2.1, passive false sharing).
  * False if the span was not taken (another thread changed it first). */
-static bool owner_gone(const span_t *sp, heap_t *owner) {
-  return __atomic_load_n(&owner->closed, __ATOMIC_RELAXED) ||
-         atomic_load_explicit(&sp->heap_gen, RLX) != atomic_load_explicit(&owner->gen, RLX);
-}
-
 static bool heap_take(heap_t *h, span_t *sp, block_t *b) {
   if (h == &rill_done_heap) return false; /* an exited thread owns nothing */
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
