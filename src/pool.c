@@ -21,7 +21,9 @@ typedef struct {
    * get one load, not a scan, however many stripes it tries. */
   _Atomic int64_t n;
 } map_t;
-static map_t maps[NORDERS][MAX_STRIPES];
+/* Stripe-major: a process with few CPUs touches only the first rows (order-
+ * major, each order's row of MAX_STRIPES lines was a page of its own). */
+static map_t maps[MAX_STRIPES][NORDERS];
 
 #define SEQ    memory_order_seq_cst
 #define BIT(i) ((uint64_t)1 << ((i)&63))
@@ -36,8 +38,8 @@ bool pool_init(void) {
   if (!mem) return false;
   for (unsigned o = 0; o < NORDERS; o++)
     for (unsigned s = 0; s < rill_arena.stripes; s++, mem += per) {
-      maps[o][s].bits = (_Atomic uint64_t *)(void *)mem;
-      maps[o][s].sum = maps[o][s].bits + words;
+      maps[s][o].bits = (_Atomic uint64_t *)(void *)mem;
+      maps[s][o].sum = maps[s][o].bits + words;
     }
   return true;
 }
@@ -160,7 +162,7 @@ static size_t purge_pass(uint32_t cutoff, bool lazy, size_t *left) {
   size_t nw = map_words();
   for (unsigned o = 0; o < NORDERS; o++)
     for (unsigned s = 0; s < rill_arena.stripes; s++) {
-      map_t *mp = &maps[o][s];
+      map_t *mp = &maps[s][o];
       for (size_t sw = 0; sw * 64 < nw; sw++) {
         uint64_t marks = atomic_load_explicit(&mp->sum[sw], RLX);
         for (; marks; marks &= marks - 1) {
@@ -267,9 +269,9 @@ uint64_t pool_purged_bytes(void) {
 /* A pooled span of 2^order slots: the caller's stripe first (locality,
  * scalloc Listing 1 line 31), then any stripe. */
 static span_t *pool_pop(unsigned order, unsigned stripe) {
-  span_t *sp = map_pop(&maps[order][stripe]);
+  span_t *sp = map_pop(&maps[stripe][order]);
   for (unsigned i = 1; !sp && i < rill_arena.stripes; i++)
-    sp = map_pop(&maps[order][(stripe + i) % rill_arena.stripes]);
+    sp = map_pop(&maps[(stripe + i) % rill_arena.stripes][order]);
   return sp;
 }
 
@@ -322,7 +324,7 @@ void pool_put(span_t *sp, unsigned stripe) {
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
-  map_push(&maps[sp->order][stripe % rill_arena.stripes], sp);
+  map_push(&maps[stripe % rill_arena.stripes][sp->order], sp);
   if (pages) pages_arrived();
   purge_maybe(now);
 }
