@@ -97,10 +97,11 @@ enum { AT_NONE = 0, AT_HOT = 1, AT_LISTED = 2 };
 /* Span metadata lives outside the span, in a table indexed by slot
  * (Streamflow's BIBOP table, §3.1.1): objects stay headerless and a purged
  * span keeps its metadata. Only a span's first slot has a live entry; the
- * head table (arena_t.heads) maps every slot to it. Three cache lines, by who writes them, so that
- * a producer allocating from a span and consumers freeing into it do not bounce one line (the
- * consume benchmark): the first is read by every free, the second written by the owner's malloc and
- * free, the third by remote frees. */
+ * head table (arena_t.heads) maps every slot to it. Four cache lines, by who
+ * writes them, so that a producer allocating from a span and consumers
+ * freeing into it do not bounce one line (the consume benchmark): the first
+ * is read by every free, the second written by the owner's malloc and free,
+ * the third by remote frees, the fourth rarely (large objects, pooling). */
 typedef struct span {
   /* --- read-mostly: written when the span is formatted or carved --- */
   _Atomic(struct heap *) attached; /* heap whose fast path may touch this span */

@@ -231,9 +231,9 @@ static inline size_t rss_bytes(void) {
 
 /* Bytes of the span that serves blocks of `sz`, for sizes that are exact classes up to 32 KiB
  * on 4 KiB-page kernels: span.c's rule (the smallest span of 64 blocks for classes up to
- * 1 KiB, 16 KiB at least; 64 KiB for bigger ones). Spans of one 16 KiB slot start at
- * multiples of 16 KiB; bigger ones only at a multiple of 16 KiB too. Tests that rely on it
- * check their premise (a fresh thread's blocks are contiguous within a span). */
+ * 1 KiB, 16 KiB at least; 64 KiB for bigger ones). Every span starts at a multiple of 16
+ * KiB, so only one-slot spans are aligned to their own size. Tests that rely on it check
+ * their premise (a fresh thread's blocks are contiguous within a span). */
 #define T_SLOT_BYTES 16384
 #define T_SPAN_BYTES(sz)                                                                           \
   ((sz) <= 256 ? T_SLOT_BYTES : (sz) <= 512 ? 2 * T_SLOT_BYTES : 4 * T_SLOT_BYTES)
