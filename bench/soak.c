@@ -3,6 +3,8 @@
  * Follows LKmalloc (ISMM'98) sec. 3-4 (requests, requirements 7-8) and sec. 7 (bleeding). */
 #include "bench.h"
 
+#include <dlfcn.h>
+
 /* Each worker repeatedly serves a request: about -a allocations, 80% of them 8..40 B and the
  * rest 41..1000 B, held in a working set of at most -w blocks from which a random block is
  * retired after about every second allocation; at the end of the request the rest is retired.
@@ -65,7 +67,30 @@ static _Atomic int stop;
 
 static uint64_t opt_allocs = 1000, opt_small_pct = 80, opt_min = 8, opt_small_max = 40,
                 opt_max = 1000, opt_bleed = 25, opt_keep = 10, opt_cache = 16384, opt_ws = 256,
-                opt_interval = 100, opt_lat_cap = 65536, opt_mbox = 16384, opt_seed = 1;
+                opt_interval = 100, opt_lat_cap = 65536, opt_mbox = 16384, opt_seed = 1,
+                opt_rill_every = 0;
+
+/* ---- the allocator's own view (rill only) ------------------------------ */
+
+/* With -R, and when the process runs on rill, its footprint statistics are printed every -R
+ * seconds as "RILL_STATS ms=..." lines, to tell what an RSS step is made of. The layout is
+ * the prefix of struct rill_stats in include/rill.h; rill_stats_get is looked up at run time
+ * so the benchmark still runs on every allocator. */
+struct rill_view {
+  uint64_t remote_frees, in_use, committed, reserved, purged, huge, hot, floating, reusable,
+      free_spans, threads;
+};
+
+static void print_rill_stats(void (*get)(struct rill_view *), uint64_t ms, long rss) {
+  struct rill_view v;
+  get(&v);
+  printf("RILL_STATS ms=%" PRIu64 " rss_kib=%ld in_use_kib=%" PRIu64 " committed_kib=%" PRIu64
+         " purged_mib=%" PRIu64 " hot=%" PRIu64 " floating=%" PRIu64 " reusable=%" PRIu64
+         " free=%" PRIu64 "\n",
+         ms, rss, v.in_use / 1024, v.committed / 1024, v.purged >> 20, v.hot, v.floating,
+         v.reusable, v.free_spans);
+  fflush(stdout);
+}
 
 /* ---- timing ------------------------------------------------------------ */
 
@@ -373,7 +398,7 @@ static void usage(void) {
       stderr,
       "usage: soak [-t workers] [-d seconds] [-a allocs] [-b bleed] [-k keep] [-c cache]\n"
       "            [-w working-set] [-s small%%] [-m min] [-x small-max] [-M max]\n"
-      "            [-i interval-ms] [-L samples] [-q mailbox] [-S seed]\n"
+      "            [-i interval-ms] [-L samples] [-q mailbox] [-S seed] [-R seconds]\n"
       "  -t  worker threads (1)            -d  run time in seconds (10)\n"
       "  -a  allocations per request (1000)\n"
       "  -b  per mille of blocks handed to another worker, who frees them (25)\n"
@@ -383,14 +408,15 @@ static void usage(void) {
       "  -s  percent of small blocks (80); sizes: small -m..-x (8..40), else -x+1..-M (..1000)\n"
       "  -i  RSS sampling interval in ms (100)\n"
       "  -L  latency samples kept per thread and operation (65536)\n"
-      "  -q  mailbox capacity in blocks (16384)\n");
+      "  -q  mailbox capacity in blocks (16384)\n"
+      "  -R  on rill, print its footprint statistics every this many seconds (0: never)\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   double duration = 10.0;
   int c;
-  while ((c = getopt(argc, argv, "t:d:a:b:k:c:w:s:m:x:M:i:L:q:S:h")) != -1) {
+  while ((c = getopt(argc, argv, "t:d:a:b:k:c:w:s:m:x:M:i:L:q:S:R:h")) != -1) {
     switch (c) {
     case 't':
       nthreads = bench_parse_threads(optarg, 't');
@@ -436,6 +462,9 @@ int main(int argc, char **argv) {
       break;
     case 'S':
       opt_seed = bench_parse_u64(optarg, 'S');
+      break;
+    case 'R':
+      opt_rill_every = bench_parse_u64(optarg, 'R');
       break;
     default:
       usage();
@@ -485,6 +514,9 @@ int main(int argc, char **argv) {
   uint64_t t0 = bench_now_ns(), dur_ns = (uint64_t)(duration * 1e9);
   size_t ns = 0;
   int64_t live_max = 0;
+  void (*rill_get)(struct rill_view *) = NULL;
+  if (opt_rill_every) *(void **)&rill_get = dlsym(RTLD_DEFAULT, "rill_stats_get");
+  uint64_t rill_next = 0;
   for (uint64_t k = 0; ns < cap; k++) {
     uint64_t at = k * opt_interval * 1000000u;
     int last = at >= dur_ns;
@@ -496,6 +528,10 @@ int main(int argc, char **argv) {
     samples[ns].ms = (uint32_t)((bench_now_ns() - t0) / 1000000u);
     samples[ns].rss_kib = rss > 0 ? (uint32_t)rss : 0;
     samples[ns].live_kib = live > 0 ? (uint32_t)(live / 1024) : 0;
+    if (rill_get && (last || samples[ns].ms >= rill_next)) {
+      print_rill_stats(rill_get, samples[ns].ms, rss);
+      rill_next = samples[ns].ms + opt_rill_every * 1000u;
+    }
     ns++;
     if (last) break;
   }
