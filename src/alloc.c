@@ -104,7 +104,7 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
      * remote frees are pending on a listed span. */
     if (unlikely(u < atomic_load_explicit(&sp->check, RLX)) &&
         XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u)
-      heap_span_emptied(h, sp);
+      heap_span_emptied(sp);
     return;
   }
   heap_free_slow(h, sp, p, fn);

@@ -51,7 +51,6 @@ bool heap_module_init(void) {
     direct_hi[c] = (uint8_t)(class_size(c) / 8);
   }
   heaps = os_map(sizeof(heap_t) * MAX_HEAPS);
-  backing.stripe = 0;
   atomic_store_explicit(&backing.live, 1, RLX);
   return heaps != NULL;
 }
@@ -65,7 +64,6 @@ static void list_head_set(heap_t *h, unsigned cls, span_t *sp) {
 static void heap_reset(heap_t *h, uint32_t id) {
   for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
-  h->stripe = id % rill_arena.stripes;
   atomic_store_explicit(&h->gen, atomic_load_explicit(&h->gen, RLX) + 1, RLX);
   spin_lock(&h->lock); /* a late remote free may still be listing a span here */
   for (unsigned c = 0; c < NCLASSES; c++) {
@@ -151,20 +149,20 @@ static void list_to_tail(heap_t *h, span_t *sp) {
 
 /* Empty LISTED span, claimed (state FREE) by whoever saw its last block come
  * back: off the list, unless the owner already took it off, and to the pool. */
-void heap_claimed(span_t *sp, unsigned stripe) {
+void heap_claimed(span_t *sp) {
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
   spin_lock(&owner->lock);
   if (atomic_load_explicit(&sp->where, RLX) == AT_LISTED) list_unlink(owner, sp);
   spin_unlock(&owner->lock);
-  pool_put(sp, stripe);
+  pool_put(sp);
 }
 
 /* Claims a LISTED span whose blocks are all back (its owner's `used` equals
  * the remote count). */
-static bool listed_claim(span_t *sp, uint64_t x, uint32_t used, unsigned stripe) {
+static bool listed_claim(span_t *sp, uint64_t x, uint32_t used) {
   while (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used) {
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
-      heap_claimed(sp, stripe);
+      heap_claimed(sp);
       return true;
     }
   }
@@ -180,7 +178,7 @@ static void list_push(heap_t *h, span_t *sp) {
   uint64_t x = atomic_fetch_or_explicit(&sp->xf, XF_MAKE(ST_LISTED, 0, 0), ACQREL);
   if (XF_COUNT(x)) atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
   spin_unlock(&h->lock);
-  listed_claim(sp, XF_WITH(ST_LISTED, x), used_get(sp), h->stripe);
+  listed_claim(sp, XF_WITH(ST_LISTED, x), used_get(sp));
 }
 
 /* LISTED -> ATTACHED for a span just unlinked under the lock: its remote
@@ -214,11 +212,11 @@ static uint64_t list_hand_locked(heap_t *to, span_t *sp) {
   return XF_WITH(ST_LISTED, x);
 }
 
-static void orphan_put(span_t *sp, unsigned stripe) {
+static void orphan_put(span_t *sp) {
   spin_lock(&orphanage.lock);
   uint64_t x = list_hand_locked(&orphanage, sp);
   spin_unlock(&orphanage.lock);
-  listed_claim(sp, x, atomic_load_explicit(&sp->used, memory_order_seq_cst), stripe);
+  listed_claim(sp, x, atomic_load_explicit(&sp->used, memory_order_seq_cst));
 }
 
 /* A remote free moved a floating span past the reuse mark (scalloc:
@@ -227,19 +225,19 @@ static void orphan_put(span_t *sp, unsigned stripe) {
  * claimed like any listed span when its last block comes back (Hoard's
  * emptiness threshold keeps the footprint bounded, §3.1). A closed heap
  * (owner gone) refuses, and the span goes to the orphanage. */
-void heap_queue(span_t *sp, unsigned stripe) {
+void heap_queue(span_t *sp) {
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
   if (owner) {
     spin_lock(&owner->lock);
     if (!owner->closed) {
       uint64_t x = list_hand_locked(owner, sp);
       spin_unlock(&owner->lock);
-      listed_claim(sp, x, atomic_load_explicit(&sp->used, memory_order_seq_cst), stripe);
+      listed_claim(sp, x, atomic_load_explicit(&sp->used, memory_order_seq_cst));
       return;
     }
     spin_unlock(&owner->lock);
   }
-  orphan_put(sp, stripe);
+  orphan_put(sp);
 }
 
 /* ---- allocation slow path ---------------------------------------------- */
@@ -325,7 +323,7 @@ static span_t *orphan_adopt(heap_t *h, unsigned cls) {
   while ((sp = list_pop(&orphanage, cls, true)) != NULL) {
     span_set_heap(sp, h);
     if (used_get(sp) == 0) {
-      pool_put(sp, h->stripe);
+      pool_put(sp);
       continue;
     }
     atomic_store_explicit(&sp->attached, h, RLX);
@@ -348,7 +346,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   if (sp) return sp;
   sp = orphan_adopt(h, cls);
   if (sp) return sp;
-  sp = pool_get(class_order(cls), h->stripe, false, &h->chunk);
+  sp = pool_get(class_order(cls), false, &h->chunk);
   if (sp) {
     span_init_class(sp, cls, h);
     return sp;
@@ -430,23 +428,23 @@ heap_t *heap_new_variant(void) {
  * fence pairs with that free's sequentially consistent push, so one of the
  * two sees the other (a store-buffering pattern; the fence is paid once per
  * span, not per free). */
-void heap_span_emptied(heap_t *h, span_t *sp) {
+void heap_span_emptied(span_t *sp) {
   uint32_t used = used_get(sp);
   uint64_t x = atomic_load_explicit(&sp->xf, RLX);
   if (XF_COUNT(x) != used) {
     atomic_thread_fence(memory_order_seq_cst);
     x = atomic_load_explicit(&sp->xf, RLX);
   }
-  listed_claim(sp, x, used, h->stripe);
+  listed_claim(sp, x, used);
   purger_poll();
 }
 
-static void large_free(heap_t *h, span_t *sp, void *p, const char *fn) {
+static void large_free(span_t *sp, void *p, const char *fn) {
   uint64_t old = atomic_load_explicit(&sp->xf, RLX);
   do {
     if (XF_STATE(old) != ST_FLOATING) rill_invalid(fn, p);
   } while (!atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX));
-  pool_put(sp, h->stripe); /* its pages go back after the purge delay */
+  pool_put(sp); /* its pages go back after the purge delay */
 }
 
 /* Has the thread that took this span exited? Its heap record is closed, or
@@ -508,14 +506,13 @@ static bool heap_take(heap_t *h, span_t *sp, block_t *b) {
 void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
   if (unlikely(!span_block_ok(sp, (uintptr_t)p))) rill_invalid(fn, p);
   /* A thread that frees before it ever allocates (a consumer) gets its own
-   * heap too: its counters and pool stripe must not be a line every such
-   * thread writes. */
+   * heap too: its counters must not be a line every such thread writes. */
   if (unlikely(h == &rill_empty_heap)) {
     heap_t *mine = heap_get_slow();
     if (mine) h = mine;
   }
   if (sp->cls == CLS_LARGE) {
-    large_free(h, sp, p, fn);
+    large_free(sp, p, fn);
     return;
   }
   if (heap_take(h, sp, p)) return;
@@ -527,7 +524,7 @@ void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
 /* Hands a span this heap tracks to the rest of the process: pooled when
  * empty, else floating (adopted by whoever frees its last blocks) or, when
  * it has room, listed on the orphanage for any thread to adopt. */
-static void heap_release(heap_t *h, span_t *sp) {
+static void heap_release(span_t *sp) {
   span_collect(sp);
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
@@ -539,12 +536,12 @@ static void heap_release(heap_t *h, span_t *sp) {
     atomic_store_explicit(&sp->fused, used, RLX);
     if (used == back) { /* every block is back: no free can race with this */
       atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
-      pool_put(sp, h->stripe);
+      pool_put(sp);
       return;
     }
     unsigned st = sp->cap - used + back >= span_reuse_mark(sp) ? ST_QUEUED : ST_FLOATING;
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(st, x), REL, ACQ)) {
-      if (st == ST_QUEUED) orphan_put(sp, h->stripe);
+      if (st == ST_QUEUED) orphan_put(sp);
       return;
     }
   }
@@ -560,7 +557,7 @@ void heap_collect(heap_t *h) {
       span_collect(sp); /* may leave frees pending: count them as back */
       if (used_get(sp) == XF_COUNT(atomic_load_explicit(&sp->xf, ACQ))) {
         hot_set(h, c, &rill_empty_span);
-        pool_put(sp, h->stripe);
+        pool_put(sp);
       }
     }
   }
@@ -594,7 +591,7 @@ static size_t heap_sweep(heap_t *h) {
   for (span_t *sp = got, *next; sp; sp = next, n++) {
     next = sp->next;
     sp->next = NULL;
-    pool_put(sp, h->stripe);
+    pool_put(sp);
   }
   return n;
 }
@@ -616,10 +613,10 @@ void heap_thread_done(heap_t *h) {
   __atomic_store_n(&h->closed, true, __ATOMIC_RELAXED);
   spin_unlock(&h->lock);
   for (unsigned c = 0; c < NCLASSES; c++) {
-    if (h->hot[c] != &rill_empty_span) heap_release(h, h->hot[c]);
+    if (h->hot[c] != &rill_empty_span) heap_release(h->hot[c]);
     hot_set(h, c, &rill_empty_span);
     span_t *sp;
-    while ((sp = list_pop(h, c, true)) != NULL) heap_release(h, sp);
+    while ((sp = list_pop(h, c, true)) != NULL) heap_release(sp);
   }
   heap_recycle(h);
 }
@@ -634,7 +631,7 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
   }
   unsigned order = rill_arena.min_order;
   while ((SLOT_SIZE << order) < need) order++;
-  span_t *sp = pool_get(order, h->stripe, true, NULL);
+  span_t *sp = pool_get(order, true, NULL);
   if (!sp) return NULL;
   uintptr_t start = span_start(sp), obj = start;
   if (align > SLOT_SIZE) obj = (start + align - 1) & ~(uintptr_t)(align - 1);

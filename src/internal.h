@@ -208,8 +208,8 @@ typedef struct chunk {
   uint32_t next, end;
 } chunk_t;
 bool pool_init(void) INTERNAL;
-span_t *pool_get(unsigned order, unsigned stripe, bool larger, chunk_t *ck) INTERNAL;
-void pool_put(span_t *sp, unsigned stripe) INTERNAL;
+span_t *pool_get(unsigned order, bool larger, chunk_t *ck) INTERNAL;
+void pool_put(span_t *sp) INTERNAL;
 size_t pool_purge(void) INTERNAL;
 size_t pool_purge_timed(uint64_t now) INTERNAL;
 void pool_watch(void) INTERNAL;
@@ -258,7 +258,6 @@ typedef struct heap {
                                           * remote frees that list or claim a span take it */
   bool closed;                           /* the owner has exited: spans handed back are orphaned */
   uint32_t id;
-  uint32_t stripe;            /* span-pool stripe used by this heap */
   uint64_t swept;             /* pool_epoch() at this heap's last sweep of its lists */
   chunk_t chunk;              /* fresh address space for small spans; kept when the heap
                                * record passes to a later thread */
@@ -283,9 +282,9 @@ extern __thread heap_t *rill_tls INTERNAL __attribute__((tls_model("initial-exec
 void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *heap_alloc_class(heap_t *h, unsigned cls) INTERNAL;
 void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) INTERNAL;
-void heap_span_emptied(heap_t *h, span_t *sp) INTERNAL;
-void heap_claimed(span_t *sp, unsigned stripe) INTERNAL;
-void heap_queue(span_t *sp, unsigned stripe) INTERNAL;
+void heap_span_emptied(span_t *sp) INTERNAL;
+void heap_claimed(span_t *sp) INTERNAL;
+void heap_queue(span_t *sp) INTERNAL;
 heap_t *heap_get_slow(void) INTERNAL;
 void heap_thread_done(heap_t *h) INTERNAL;
 void heap_collect(heap_t *h) INTERNAL;

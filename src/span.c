@@ -230,11 +230,11 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b) {
       atomic_compare_exchange_strong_explicit(&sp->check, &one, CHECK_ALL, RLX, RLX);
     if (XF_COUNT(nw) == atomic_load_explicit(&sp->used, memory_order_seq_cst) &&
         atomic_compare_exchange_strong_explicit(&sp->xf, &nw, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
-      heap_claimed(sp, h->stripe);
+      heap_claimed(sp);
   } else if (nst != st) {
     if (nst == ST_FREE)
-      pool_put(sp, h->stripe);
+      pool_put(sp);
     else
-      heap_queue(sp, h->stripe);
+      heap_queue(sp);
   }
 }
