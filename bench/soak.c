@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 
+#include "rill.h" /* struct rill_stats only: the library is not linked */
+
 /* Each worker repeatedly serves a request: about -a allocations, 80% of them 8..40 B and the
  * rest 41..1000 B, held in a working set of at most -w blocks from which a random block is
  * retired after about every second allocation; at the end of the request the rest is retired.
@@ -73,22 +75,17 @@ static uint64_t opt_allocs = 1000, opt_small_pct = 80, opt_min = 8, opt_small_ma
 /* ---- the allocator's own view (rill only) ------------------------------ */
 
 /* With -R, and when the process runs on rill, its footprint statistics are printed every -R
- * seconds as "RILL_STATS ms=..." lines, to tell what an RSS step is made of. The layout is
- * the prefix of struct rill_stats in include/rill.h; rill_stats_get is looked up at run time
- * so the benchmark still runs on every allocator. */
-struct rill_view {
-  uint64_t remote_frees, in_use, committed, reserved, purged, huge, hot, floating, reusable,
-      free_spans, threads;
-};
-
-static void print_rill_stats(void (*get)(struct rill_view *), uint64_t ms, long rss) {
-  struct rill_view v;
+ * seconds as "RILL_STATS ms=..." lines, to tell what an RSS step is made of. rill_stats_get
+ * is looked up at run time, so the benchmark still runs on every allocator; only the
+ * struct's declaration comes from rill's header. */
+static void print_rill_stats(void (*get)(struct rill_stats *), uint64_t ms, long rss) {
+  struct rill_stats v;
   get(&v);
   printf("RILL_STATS ms=%" PRIu64 " rss_kib=%ld in_use_kib=%" PRIu64 " committed_kib=%" PRIu64
          " purged_mib=%" PRIu64 " hot=%" PRIu64 " floating=%" PRIu64 " reusable=%" PRIu64
          " free=%" PRIu64 "\n",
-         ms, rss, v.in_use / 1024, v.committed / 1024, v.purged >> 20, v.hot, v.floating,
-         v.reusable, v.free_spans);
+         ms, rss, v.bytes_in_use / 1024, v.bytes_committed / 1024, v.bytes_purged >> 20,
+         v.spans_hot, v.spans_floating, v.spans_reusable, v.spans_free);
   fflush(stdout);
 }
 
@@ -514,7 +511,7 @@ int main(int argc, char **argv) {
   uint64_t t0 = bench_now_ns(), dur_ns = (uint64_t)(duration * 1e9);
   size_t ns = 0;
   int64_t live_max = 0;
-  void (*rill_get)(struct rill_view *) = NULL;
+  void (*rill_get)(struct rill_stats *) = NULL;
   if (opt_rill_every) *(void **)&rill_get = dlsym(RTLD_DEFAULT, "rill_stats_get");
   uint64_t rill_next = 0;
   for (uint64_t k = 0; ns < cap; k++) {
