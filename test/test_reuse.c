@@ -1,6 +1,7 @@
 /* test_reuse.c - proves how a thread heap reuses partly free spans: a listed span
  * with fewer free blocks than a sixteenth of the span (an emptiness threshold,
- * as in Hoard) is passed over for a fresh span and taken once it has enough; remote frees that
+ * as in Hoard) is passed over for a fresh span and taken once it has enough, and one with an
+ * eighth free is taken before one with a sixteenth; remote frees that
  * arrive while a span's local lists are in use (a thread's exit, an orphan's adoption) are neither
  * lost nor handed out twice; and a thread freeing an exited thread's blocks takes their spans
  * over, while a live thread's spans stay its own. */
@@ -70,6 +71,44 @@ static void *mark_case(void *arg) {
   /* still live: span 0 from the mark, the next ones from one short of it, the last whole */
   for (size_t k = 0; k < A_SPANS; k++)
     for (size_t i = k == 0 ? A_MARK : k + 1 < A_SPANS ? A_MARK - 1 : 0; i < A_CAP; i++)
+      rill_free(o[k * A_CAP + i]);
+  return NULL;
+}
+
+/* ---- which listed span: an eighth free before a sixteenth ---------------- */
+/* Two listed spans pass the mark: the lower-addressed one with a sixteenth
+ * of its blocks free, the other with an eighth. The span change takes the
+ * one with an eighth; the one with a sixteenth comes next, before a fresh
+ * span (a span that served a few mallocs per change set the soak's p99). */
+static void *tier_case(void *arg) {
+  (void)arg;
+  static void *o[A_SPANS * A_CAP];
+  for (size_t i = 0; i < A_SPANS * A_CAP; i++) o[i] = xmalloc(A_SIZE);
+  for (size_t k = 0; k < A_SPANS; k++)
+    if (span_of(o[k * A_CAP]) != span_of(o[k * A_CAP + A_CAP - 1]))
+      DIE("span %zu is not contiguous; the test's premise is wrong", k);
+  size_t lo = span_of(o[0]) < span_of(o[A_CAP]) ? 0 : 1, hi = 1 - lo;
+  const size_t n_lo = A_CAP / 16 + 2, n_hi = A_CAP / 8 + 2; /* below / above an eighth */
+  for (size_t i = 0; i < n_lo; i++) rill_free(o[lo * A_CAP + i]);
+  for (size_t i = 0; i < n_hi; i++) rill_free(o[hi * A_CAP + i]);
+  static void *g[A_CAP];
+  size_t n = 0;
+  while (n < n_hi) g[n++] = xmalloc(A_SIZE);
+  size_t in_hi = 0;
+  for (size_t i = 0; i < n; i++) in_hi += span_of(g[i]) == span_of(o[hi * A_CAP]);
+  CHECK(in_hi == n_hi,
+        "the span with %zu free blocks of %d (an eighth) served %zu of the next %zu mallocs; "
+        "the lower-addressed one with %zu free (a sixteenth) should have waited",
+        n_hi, A_CAP, in_hi, n_hi, n_lo);
+  void *f = xmalloc(A_SIZE);
+  CHECK(span_of(f) == span_of(o[lo * A_CAP]),
+        "once the span with an eighth free was used up, the next malloc (%p) did not come "
+        "from the span with a sixteenth free",
+        f);
+  for (size_t i = 0; i < n; i++) rill_free(g[i]);
+  rill_free(f);
+  for (size_t k = 0; k < A_SPANS; k++)
+    for (size_t i = k == lo ? n_lo : k == hi ? n_hi : 0; i < A_CAP; i++)
       rill_free(o[k * A_CAP + i]);
   return NULL;
 }
@@ -272,6 +311,7 @@ static void inherit_case(void) {
 
 int main(void) {
   run(mark_case, NULL);
+  run(tier_case, NULL);
   pending_case();
   inherit_case();
   return t_finish("test_reuse");
