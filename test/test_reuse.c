@@ -31,13 +31,18 @@ static uintptr_t span_of(const void *p) {
 #define A_MARK  (A_CAP / 16)
 #define A_SPANS 4
 
-static void *mark_case(void *arg) {
-  (void)arg;
-  static void *o[A_SPANS * A_CAP];
+/* A fresh thread fills A_SPANS spans in order; the last is its hot span. */
+static void fill_spans(void **o) {
   for (size_t i = 0; i < A_SPANS * A_CAP; i++) o[i] = xmalloc(A_SIZE);
   for (size_t k = 0; k < A_SPANS; k++)
     if (span_of(o[k * A_CAP]) != span_of(o[k * A_CAP + A_CAP - 1]))
       DIE("span %zu is not contiguous; the test's premise is wrong", k);
+}
+
+static void *mark_case(void *arg) {
+  (void)arg;
+  static void *o[A_SPANS * A_CAP];
+  fill_spans(o);
   /* the hot span is full; blocks back in each of the others re-list them,
    * one block short of the mark */
   for (size_t k = 0; k + 1 < A_SPANS; k++)
@@ -83,10 +88,7 @@ static void *mark_case(void *arg) {
 static void *tier_case(void *arg) {
   (void)arg;
   static void *o[A_SPANS * A_CAP];
-  for (size_t i = 0; i < A_SPANS * A_CAP; i++) o[i] = xmalloc(A_SIZE);
-  for (size_t k = 0; k < A_SPANS; k++)
-    if (span_of(o[k * A_CAP]) != span_of(o[k * A_CAP + A_CAP - 1]))
-      DIE("span %zu is not contiguous; the test's premise is wrong", k);
+  fill_spans(o);
   size_t lo = span_of(o[0]) < span_of(o[A_CAP]) ? 0 : 1, hi = 1 - lo;
   const size_t n_lo = A_CAP / 16 + 2, n_hi = A_CAP / 8 + 2; /* below / above an eighth */
   for (size_t i = 0; i < n_lo; i++) rill_free(o[lo * A_CAP + i]);
