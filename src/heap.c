@@ -473,10 +473,9 @@ static bool owner_gone(const span_t *sp, heap_t *owner) {
  * owner's floating span is left alone: it would give the freer blocks next
  * to objects the owner still uses (Hoard §2.1, passive false sharing).
  * False if the span was not taken (another thread changed it first). */
-static bool heap_take(heap_t *h, span_t *sp, block_t *b) {
-  if (h == &rill_done_heap) return false; /* an exited thread owns nothing */
-  heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
+static NOINLINE bool heap_take(heap_t *h, span_t *sp, block_t *b) {
   uint64_t old = atomic_load_explicit(&sp->xf, RLX);
+  heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
   if (owner == &orphanage) {
     if (XF_STATE(old) != ST_LISTED) return false;
     spin_lock(&orphanage.lock);
@@ -508,23 +507,38 @@ static bool heap_take(heap_t *h, span_t *sp, block_t *b) {
   return true;
 }
 
+/* Could heap_take take the span? A cheap look first, so that the usual
+ * remote free (into another live thread's hot, listed or floating span)
+ * stays a short path: heap_take, out of line, checks again under its CAS or
+ * lock. An exited thread (rill_done_heap) owns nothing. */
+static inline bool may_take(const heap_t *h, span_t *sp) {
+  unsigned st = XF_STATE(atomic_load_explicit(&sp->xf, RLX));
+  heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
+  if (h == &rill_done_heap) return false;
+  if (st == ST_LISTED) return owner == &orphanage;
+  return st == ST_FLOATING && owner != &orphanage &&
+         (owner == h || !owner || owner_gone(sp, owner));
+}
+
 /* A free whose span is not attached to this thread's heap: the span is
  * taken over when nobody allocates from it (heap_take); otherwise the block
  * goes on the span's remote list. */
 void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
-  if (unlikely(!span_block_ok(sp, (uintptr_t)p))) rill_invalid(fn, p);
+  if (unlikely(sp->cls == CLS_LARGE)) {
+    if (unlikely(!span_block_ok(sp, (uintptr_t)p))) rill_invalid(fn, p);
+    large_free(sp, p, fn);
+    return;
+  }
+  uint32_t idx = span_block_index(sp, (uintptr_t)p);
+  if (unlikely(idx == UINT32_MAX)) rill_invalid(fn, p);
   /* A thread that frees before it ever allocates (a consumer) gets its own
    * heap too: its counters must not be a line every such thread writes. */
   if (unlikely(h == &rill_empty_heap)) {
     heap_t *mine = heap_get_slow();
     if (mine) h = mine;
   }
-  if (sp->cls == CLS_LARGE) {
-    large_free(sp, p, fn);
-    return;
-  }
-  if (heap_take(h, sp, p)) return;
-  span_free_remote(h, sp, p);
+  if (may_take(h, sp) && heap_take(h, sp, p)) return;
+  span_free_remote(h, sp, p, idx);
   purger_poll();
 }
 

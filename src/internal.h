@@ -241,8 +241,21 @@ bool span_refill(span_t *sp) INTERNAL;
 uint32_t span_collect(span_t *sp) INTERNAL;
 bool span_attach(span_t *sp, uint64_t *x) INTERNAL;
 bool span_block_ok(const span_t *sp, uintptr_t p) INTERNAL;
+/* Index of the block starting at p in a span of small blocks, or UINT32_MAX
+ * if p is not the start of a block the span has cut (an interior or
+ * never-used address, or a pooled span: bsize 0). Inline for the remote
+ * free, whose index it also gives. Division by the block size is a multiply
+ * by its reciprocal, exact for offsets below 2^21. */
+static inline uint32_t span_block_index(const span_t *sp, uintptr_t p) {
+  uint32_t bs = sp->bsize;
+  uintptr_t start = sp->start;
+  if (!bs || p < start) return UINT32_MAX;
+  uint64_t off = p - start, idx = (off * sp->magic) >> 40;
+  if (idx * bs != off || idx >= atomic_load_explicit(&sp->carved, ACQ)) return UINT32_MAX;
+  return (uint32_t)idx;
+}
 span_t *span_lookup(const void *p) INTERNAL;
-void span_free_remote(struct heap *h, span_t *sp, block_t *b) INTERNAL;
+void span_free_remote(struct heap *h, span_t *sp, block_t *b, uint32_t idx) INTERNAL;
 uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
 void span_module_init(void) INTERNAL;
 unsigned class_order(unsigned cls) INTERNAL;

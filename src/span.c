@@ -172,17 +172,11 @@ uint32_t span_reuse_mark(const span_t *sp) {
   return m ? m : 1;
 }
 
-/* Is p the start of a block this span handed out? Division by the block
- * size is a multiply by its reciprocal, exact for offsets below 2^21. */
+/* Is p the start of a block this span handed out (or its large object)? */
 bool span_block_ok(const span_t *sp, uintptr_t p) {
-  uint32_t bs = sp->bsize;
-  if (!bs) return false;
-  uintptr_t start = span_start(sp);
-  if (p < start) return false;
-  uintptr_t off = p - start;
-  if (sp->cls == CLS_LARGE) return off == sp->lobj;
-  uint64_t idx = ((uint64_t)off * sp->magic) >> 40;
-  return idx * bs == off && idx < atomic_load_explicit(&sp->carved, ACQ);
+  if (sp->cls == CLS_LARGE)
+    return sp->bsize && p >= span_start(sp) && p - span_start(sp) == sp->lobj;
+  return span_block_index(sp, p) != UINT32_MAX;
 }
 
 /* Span owning an arena address, or NULL for addresses outside the arena. */
@@ -202,8 +196,7 @@ span_t *span_lookup(const void *p) {
  * rises, so a stale read can miss an empty span but never claim a live one.
  * The push is sequentially consistent so that an owner free racing with it
  * sees the push or is seen by it (heap_span_emptied is the owner's side). */
-void span_free_remote(heap_t *h, span_t *sp, block_t *b) {
-  uint32_t idx = (uint32_t)(((uint64_t)((uintptr_t)b - span_start(sp)) * sp->magic) >> 40);
+void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t idx) {
   uint64_t old = atomic_load_explicit(&sp->xf, RLX), nw;
   unsigned st, nst;
   for (;;) {
