@@ -3,6 +3,7 @@
  * "rill: free(): invalid pointer 0x..." (or realloc()) with that address and aborts. */
 #include "rill_test.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -21,6 +22,7 @@ enum kind {
   K_FOREIGN_MMAP,
   K_STATIC,
   K_ARENA_GAP,
+  K_OTHER_THREAD,
   K_COUNT
 };
 static const char *const kind_name[] = {
@@ -34,6 +36,7 @@ static const char *const kind_name[] = {
     "page from a separate mmap",
     "address in the program's data",
     "malloc(16) + 512 MiB (rill's reserve, no span there)",
+    "malloc(96) + 32 by a thread since exited (remote path)",
 };
 
 enum api { A_FREE, A_REALLOC, A_RILL_FREE, A_RILL_REALLOC, A_FREE_SIZED, A_COUNT };
@@ -42,6 +45,12 @@ static const char *const api_name[] = {"free", "realloc", "rill_free", "rill_rea
 /* The function name rill must print for each entry point (free_sized may name itself). */
 static const char *const api_msg[] = {"free", "realloc", "free", "realloc", "free"};
 static const char *const api_msg_alt[] = {NULL, NULL, NULL, NULL, "free_sized"};
+
+/* Allocates in another thread, which exits: the free that follows takes the
+ * remote path (the span is not attached to the freeing thread's heap). */
+static void *other_malloc(void *arg) {
+  return malloc((size_t)(uintptr_t)arg);
+}
 
 /* Builds the bad pointer for a case; runs in the child. */
 static void *bad_pointer(enum kind k, volatile char *stack_buf) {
@@ -74,6 +83,13 @@ static void *bad_pointer(enum kind k, volatile char *stack_buf) {
   case K_ARENA_GAP: /* inside the reserved arena (4 GiB at least), far above what is in use */
     p = malloc(16);
     return p ? (char *)p + 512 * MiB : NULL;
+  case K_OTHER_THREAD: {
+    pthread_t th;
+    p = NULL;
+    if (pthread_create(&th, NULL, other_malloc, (void *)(uintptr_t)96) || pthread_join(th, &p))
+      return NULL;
+    return p ? (char *)p + 32 : NULL;
+  }
   default:
     return NULL;
   }
