@@ -87,13 +87,10 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
   }
   span_t *sp = span_at(off);
   if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
-    uint64_t bo = (uintptr_t)p - sp->start;
-    uint64_t idx = (bo * sp->magic) >> 40;
+    uint64_t q = block_quot(sp, (uintptr_t)p - sp->start);
     block_t *b = p, *head = sp->free;
     /* the head test catches the common double free (glibc's "fasttop") */
-    if (unlikely(idx * sp->bsize != bo || idx >= atomic_load_explicit(&sp->carved, RLX) ||
-                 b == head))
-      rill_invalid(fn, p);
+    if (unlikely(q >= atomic_load_explicit(&sp->carved, RLX) || b == head)) rill_invalid(fn, p);
     b->next = head;
     sp->free = b;
     uint32_t u = used_get(sp) - 1;

@@ -106,13 +106,14 @@ typedef struct span {
   /* --- read-mostly: written when the span is formatted or carved --- */
   _Atomic(struct heap *) attached; /* heap whose fast path may touch this span */
   uintptr_t start;                 /* address of the span's first byte */
-  uint64_t magic;                  /* ceil(2^40 / bsize): exact division of offsets */
+  uint64_t inv;                    /* inverse of bsize's odd part mod 2^64 (block_quot) */
   uint32_t bsize;                  /* block size; 0 = not a block span */
   _Atomic uint32_t carved;         /* blocks ever cut from the span (bump) */
   uint32_t cap;                    /* blocks that fit */
   uint8_t cls;                     /* size class or CLS_LARGE */
   uint8_t order;                   /* span = 2^order slots */
   uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
+  uint8_t shift;                   /* trailing zero bits of bsize (block_quot) */
   _Atomic(struct heap *) heap;     /* owning heap (scalloc's LAB), kept while floating; rarely
                                     * written, and read by every remote free */
   _Atomic uint32_t heap_gen;       /* the heap record's `gen` when it took the span: a
@@ -241,17 +242,28 @@ bool span_refill(span_t *sp) INTERNAL;
 uint32_t span_collect(span_t *sp) INTERNAL;
 bool span_attach(span_t *sp, uint64_t *x) INTERNAL;
 bool span_block_ok(const span_t *sp, uintptr_t p) INTERNAL;
+/* off / bsize when bsize divides off, and otherwise a number above any
+ * block count (at least 2^29), with one multiply and one rotate: for bsize =
+ * d * 2^k, d odd, multiplying by d's inverse mod 2^64 maps the multiples of
+ * d to their quotients and every other value above (2^64 - 1) / d, and the
+ * rotate moves any of the low k bits that are set to the top (Granlund and
+ * Montgomery's exact division). So `block_quot < carved` is the whole test
+ * that an offset is the start of a block the span has cut. */
+static inline uint64_t block_quot(const span_t *sp, uint64_t off) {
+  uint64_t x = off * sp->inv;
+  unsigned k = sp->shift;
+  return (x >> k) | (x << ((64 - k) & 63));
+}
+
 /* Index of the block starting at p in a span of small blocks, or UINT32_MAX
  * if p is not the start of a block the span has cut (an interior or
  * never-used address, or a pooled span: bsize 0). Inline for the remote
- * free, whose index it also gives. Division by the block size is a multiply
- * by its reciprocal, exact for offsets below 2^21. */
+ * free, whose index it also gives. */
 static inline uint32_t span_block_index(const span_t *sp, uintptr_t p) {
-  uint32_t bs = sp->bsize;
   uintptr_t start = sp->start;
-  if (!bs || p < start) return UINT32_MAX;
-  uint64_t off = p - start, idx = (off * sp->magic) >> 40;
-  if (idx * bs != off || idx >= atomic_load_explicit(&sp->carved, ACQ)) return UINT32_MAX;
+  if (!sp->bsize || p < start) return UINT32_MAX;
+  uint64_t idx = block_quot(sp, p - start);
+  if (idx >= atomic_load_explicit(&sp->carved, ACQ)) return UINT32_MAX;
   return (uint32_t)idx;
 }
 span_t *span_lookup(const void *p) INTERNAL;

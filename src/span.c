@@ -38,8 +38,12 @@ unsigned class_order(unsigned cls) {
   return cls_order[cls];
 }
 
-static uint64_t magic_of(size_t bsize) {
-  return (((uint64_t)1 << 40) + bsize - 1) / bsize;
+/* Inverse of an odd number mod 2^64, by Newton's iteration: d is its own
+ * inverse mod 8, and each step doubles the bits that are right. */
+static uint64_t odd_inverse(uint64_t d) {
+  uint64_t x = d;
+  for (int i = 0; i < 5; i++) x *= 2 - d * x;
+  return x;
 }
 
 void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
@@ -47,7 +51,8 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
   sp->free = sp->spare = NULL;
   sp->cls = (uint8_t)cls;
   sp->bsize = (uint32_t)bs;
-  sp->magic = magic_of(bs);
+  sp->shift = (uint8_t)__builtin_ctzl(bs);
+  sp->inv = odd_inverse(bs >> sp->shift);
   sp->cap = (uint32_t)(span_bytes(sp) / bs);
   sp->prev = sp->next = NULL;
   sp->fresh = 0;
@@ -65,7 +70,8 @@ void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
   sp->free = sp->spare = NULL;
   sp->cls = CLS_LARGE;
   sp->bsize = (uint32_t)(span_bytes(sp) > UINT32_MAX ? UINT32_MAX : span_bytes(sp));
-  sp->magic = 0;
+  sp->inv = 0; /* never used: a large object is validated by its offset */
+  sp->shift = 0;
   sp->cap = 1;
   sp->lobj = (uint32_t)lobj;
   sp->lsize = size;

@@ -10,6 +10,9 @@
 #include <sys/wait.h>
 
 static char static_data[256];
+/* K_EVERY_CLASS: malloc(sweep_size) + sweep_delta */
+static size_t sweep_size, sweep_delta;
+static char sweep_name[96];
 
 enum kind {
   K_WILD,
@@ -23,6 +26,7 @@ enum kind {
   K_STATIC,
   K_ARENA_GAP,
   K_OTHER_THREAD,
+  K_EVERY_CLASS, /* run by main for each size class, not in the kind x api loop */
   K_COUNT
 };
 static const char *const kind_name[] = {
@@ -37,6 +41,7 @@ static const char *const kind_name[] = {
     "address in the program's data",
     "malloc(16) + 512 MiB (rill's reserve, no span there)",
     "malloc(96) + 32 by a thread since exited (remote path)",
+    sweep_name,
 };
 
 enum api { A_FREE, A_REALLOC, A_RILL_FREE, A_RILL_REALLOC, A_FREE_SIZED, A_COUNT };
@@ -83,6 +88,9 @@ static void *bad_pointer(enum kind k, volatile char *stack_buf) {
   case K_ARENA_GAP: /* inside the reserved arena (4 GiB at least), far above what is in use */
     p = malloc(16);
     return p ? (char *)p + 512 * MiB : NULL;
+  case K_EVERY_CLASS:
+    p = malloc(sweep_size);
+    return p ? (char *)p + sweep_delta : NULL;
   case K_OTHER_THREAD: {
     pthread_t th;
     p = NULL;
@@ -200,8 +208,23 @@ int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
   setvbuf(stdout, NULL, _IONBF, 0);
+  /* Every size class up to 256 KiB (8, 16..128 step 16, then four per power
+   * of two): an address 8 bytes into a block, and one 8 bytes short of the
+   * next block, must both be refused (the exact-division test of free). */
+  for (size_t sz = 8; sz <= 256 * KiB;) {
+    size_t deltas[2] = {sz > 8 ? 8 : 4, sz > 16 ? sz - 8 : 0};
+    for (int d = 0; d < 2 && deltas[d]; d++) {
+      sweep_size = sz;
+      sweep_delta = deltas[d];
+      snprintf(sweep_name, sizeof sweep_name, "malloc(%zu) + %zu (every class)", sz, deltas[d]);
+      run_case(K_EVERY_CLASS, A_FREE);
+    }
+    size_t step = sz < 128 ? (sz < 16 ? 8 : 16) : (size_t)1 << (63 - __builtin_clzl(sz) - 2);
+    sz += step;
+  }
   for (int k = 0; k < K_COUNT; k++)
     for (int a = 0; a < A_COUNT; a++) {
+      if (k == K_EVERY_CLASS) continue;
       /* free_sized only with the simple small-block case, one is enough */
       if (a == A_FREE_SIZED && k != K_SMALL_PLUS8 && k != K_WILD) continue;
       run_case((enum kind)k, (enum api)a);
