@@ -183,8 +183,9 @@ EXPORT void *rill_calloc(size_t count, size_t size) {
   return p;
 }
 
-/* Stays in place while the new size still fits the block and does not
- * shrink it below half; huge blocks move with mremap. */
+/* A small block stays in place while the new size still fits it and does
+ * not shrink it below half; a large one resizes its run in place when the
+ * run can grow into a free neighbour; huge blocks move with mremap. */
 static void *realloc_named(void *p, size_t n, const char *fn) {
   if (!p) return rill_malloc(n);
   if (n == 0) { /* glibc frees and returns NULL */
@@ -196,9 +197,10 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
   if (sp) {
     if (!span_block_ok(sp, (uintptr_t)p)) rill_invalid(fn, p);
     if (sp->cls == CLS_LARGE) {
-      size_t room = span_bytes(sp) - sp->lobj;
+      /* a large block's run shrinks or grows in place when it can */
       old = sp->lsize;
-      if (n <= room && n > room / 4) {
+      size_t need = sp->lobj + n;
+      if (n > CLASS_MAX && need <= LARGE_MAX && run_resize(sp, run_slots(need))) {
         size_t pg = rill_arena.page;
         sp->lsize = (n + pg - 1) & ~(pg - 1);
         return p;

@@ -354,7 +354,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   if (sp) return sp;
   sp = orphan_adopt(h, cls);
   if (sp) return sp;
-  sp = pool_get(class_order(cls), false, &h->chunk);
+  sp = pool_get(class_order(cls), &h->chunk);
   if (sp) {
     span_init_class(sp, cls, h);
     return sp;
@@ -452,7 +452,7 @@ static void large_free(span_t *sp, void *p, const char *fn) {
   do {
     if (XF_STATE(old) != ST_FLOATING) rill_invalid(fn, p);
   } while (!atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX));
-  pool_put(sp); /* its pages go back after the purge delay */
+  run_put(sp); /* its pages go back after the purge delay */
 }
 
 /* Has the thread that took this span exited? Its heap record is closed, or
@@ -643,7 +643,7 @@ void heap_thread_done(heap_t *h) {
   heap_recycle(h);
 }
 
-/* ---- large objects: one object per span (Streamflow §3.1.2) ------------ */
+/* ---- large objects: one object per run of slots (Streamflow §3.1.2; runs.c) */
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
   if (n == 0) n = 1; /* an aligned empty object must still lie inside its span */
   size_t need = n + (align > SLOT_SIZE ? align - SLOT_SIZE : 0);
@@ -651,9 +651,7 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
     *zeroed = true;
     return huge_alloc(n, align);
   }
-  unsigned order = rill_arena.min_order;
-  while ((SLOT_SIZE << order) < need) order++;
-  span_t *sp = pool_get(order, true, NULL);
+  span_t *sp = run_get(run_slots(need));
   if (!sp) return NULL;
   uintptr_t start = span_start(sp), obj = start;
   if (align > SLOT_SIZE) obj = (start + align - 1) & ~(uintptr_t)(align - 1);

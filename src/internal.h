@@ -114,6 +114,7 @@ typedef struct span {
   uint8_t order;                   /* span = 2^order slots */
   uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
   uint8_t shift;                   /* trailing zero bits of bsize (block_quot) */
+  uint32_t nslots;                 /* slots in the span: 2^order, or a large run's length */
   _Atomic(struct heap *) heap;     /* owning heap (scalloc's LAB), kept while floating; rarely
                                     * written, and read by every remote free */
   _Atomic uint32_t heap_gen;       /* the heap record's `gen` when it took the span: a
@@ -137,6 +138,7 @@ typedef struct span {
   _Alignas(64) size_t lsize; /* large object: usable size */
   uint32_t lobj;             /* large object: offset of the object in the span */
   uint32_t stamp;            /* pooled: when it went in (ms, for delayed purging) */
+  uint8_t run_free;          /* the first slot of a free large run (runs.c) */
 } span_t;
 
 _Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shift indexes it)");
@@ -185,7 +187,7 @@ static inline uintptr_t span_start(const span_t *sp) {
   return sp->start;
 }
 static inline size_t span_bytes(const span_t *sp) {
-  return SLOT_SIZE << sp->order;
+  return (size_t)sp->nslots << SLOT_SHIFT;
 }
 
 bool arena_init(void) INTERNAL;
@@ -209,8 +211,11 @@ typedef struct chunk {
   uint32_t next, end;
 } chunk_t;
 bool pool_init(void) INTERNAL;
-span_t *pool_get(unsigned order, bool larger, chunk_t *ck) INTERNAL;
+span_t *pool_get(unsigned order, chunk_t *ck) INTERNAL;
 void pool_put(span_t *sp) INTERNAL;
+void pool_tick(uint64_t now) INTERNAL;
+void pool_pages_arrived(void) INTERNAL;
+size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, bool *whole) INTERNAL;
 size_t pool_purge(void) INTERNAL;
 size_t pool_purge_timed(uint64_t now) INTERNAL;
 void pool_watch(void) INTERNAL;
@@ -220,6 +225,16 @@ void pool_settle(void) INTERNAL;
 void pool_fork_prepare(void) INTERNAL;
 void pool_fork_parent(void) INTERNAL;
 void pool_fork_child(void) INTERNAL;
+
+/* ---- large runs (runs.c): spans of any length for large objects --------- */
+size_t run_slots(size_t bytes) INTERNAL;
+span_t *run_get(size_t n) INTERNAL;
+void run_put(span_t *sp) INTERNAL;
+bool run_resize(span_t *sp, size_t n) INTERNAL;
+size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) INTERNAL;
+void runs_fork_prepare(void) INTERNAL;
+void runs_fork_parent(void) INTERNAL;
+void runs_fork_child(void) INTERNAL;
 
 /* ---- background purger (purger.c), RILL_PURGE_THREAD ------------------ */
 void purger_init(bool on) INTERNAL;

@@ -125,25 +125,36 @@ typedef struct batch {
   bool lazy;
 } batch_t;
 
+/* madvises start .. end, or on a timed pass with RILL_HUGEPAGES only the
+ * whole huge pages inside it (timed purging never splits a huge page);
+ * *whole says whether all of it went. Returns the bytes given back. */
+size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, bool *whole) {
+  uintptr_t ps = start, pe = end;
+  if (lazy && rill_opt.hugepages && end > rill_arena.base + HUGE_START) {
+    ps = (start + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    pe = end & ~(uintptr_t)(HUGE_PAGE - 1);
+  }
+  *whole = ps == start && pe == end;
+  if (pe <= ps) return 0;
+  if (lazy)
+    os_purge_lazy((void *)ps, pe - ps);
+  else
+    os_purge((void *)ps, pe - ps);
+  return pe - ps;
+}
+
 static void batch_flush(batch_t *b, map_t *home) {
   if (!b->n) return; /* spans come from one map, in address order */
   for (unsigned i = 0; i < b->n;) {
     uintptr_t start = span_start(b->sp[i]), end = start + span_bytes(b->sp[i]);
     unsigned j = i + 1;
     while (j < b->n && span_start(b->sp[j]) == end) end += span_bytes(b->sp[j++]);
-    uintptr_t ps = start, pe = end;
-    if (b->lazy && rill_opt.hugepages && end > rill_arena.base + HUGE_START) {
-      /* timed purging never splits a huge page: only whole ones go */
-      ps = (start + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-      pe = end & ~(uintptr_t)(HUGE_PAGE - 1);
-    }
-    if (pe > ps) {
-      if (b->lazy)
-        os_purge_lazy((void *)ps, pe - ps);
-      else
-        os_purge((void *)ps, pe - ps);
-      b->bytes += pe - ps;
-    }
+    bool whole;
+    size_t n = pool_purge_range(start, end, b->lazy, &whole);
+    b->bytes += n;
+    /* what a trimmed range gave back: its whole huge pages */
+    uintptr_t ps = whole ? start : (start + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t pe = whole ? end : ps + n;
     for (unsigned k = i; k < j; k++) {
       span_t *sp = b->sp[k];
       if (span_start(sp) < ps || span_start(sp) + span_bytes(sp) > pe) continue; /* kept */
@@ -187,6 +198,9 @@ static size_t purge_pass(uint32_t cutoff, bool lazy, size_t *left) {
       }
       batch_flush(&b, mp);
     }
+  size_t runs_left;
+  b.bytes += runs_purge(cutoff, lazy, &runs_left);
+  *left += runs_left;
   atomic_fetch_add_explicit(&purged_bytes, b.bytes, RLX);
   return b.bytes;
 }
@@ -226,7 +240,7 @@ bool pool_waiting(void) {
   return atomic_load_explicit(&waiting, RLX) != 0;
 }
 
-static inline void pages_arrived(void) {
+void pool_pages_arrived(void) {
   bool w = atomic_load_explicit(&watched, RLX);
   /* pairs with pool_settle's fence: it sees this span, or we see 0 */
   if (w) atomic_thread_fence(memory_order_seq_cst);
@@ -251,17 +265,20 @@ void pool_settle(void) {
   if (left) atomic_store_explicit(&waiting, 1, RLX);
 }
 
-static inline void purge_maybe(uint64_t now) {
+void pool_tick(uint64_t now) {
   if (now >= atomic_load_explicit(&purge_due, RLX)) pool_purge_timed(now);
 }
 
 void pool_fork_prepare(void) {
   spin_lock(&purge_lock);
+  runs_fork_prepare();
 }
 void pool_fork_parent(void) {
+  runs_fork_parent();
   spin_unlock(&purge_lock);
 }
 void pool_fork_child(void) {
+  runs_fork_child();
   atomic_store_explicit(&purge_lock, 0, RLX);
 }
 
@@ -313,22 +330,12 @@ static span_t *chunk_take(chunk_t *ck, unsigned order) {
   return sp;
 }
 
-/* Empty span of at least 2^order slots: the pool, else fresh address space
- * (from the heap's chunk `ck` for small spans, when it has one).
- * With `larger` (one large object) a pooled span one order up comes before
- * fresh memory. Orders never split or merge, so a program whose large sizes
- * wander across a power of two would fault in fresh spans while pooled ones
- * one order up sit resident and idle (the sizes benchmark, 1-4 MiB). The
- * object touches only what it uses. Two orders up would leave up to 7/8 of
- * a span idle under a live object, where no purge can reach it; one order up
- * bounds that at 3/4, which the pool would have kept resident for the purge
- * delay anyway. */
-span_t *pool_get(unsigned order, bool larger, chunk_t *ck) {
-  unsigned stripe = cpu_stripe();
-  span_t *sp = pool_pop(order, stripe);
-  if (!sp && larger && order < MAX_ORDER) sp = pool_pop(order + 1, stripe);
+/* Empty span of 2^order slots: the pool, else fresh address space (from
+ * the heap's chunk `ck` for small spans, when it has one). */
+span_t *pool_get(unsigned order, chunk_t *ck) {
+  span_t *sp = pool_pop(order, cpu_stripe());
   if (!sp) sp = ck && order < CHUNK_ORDER ? chunk_take(ck, order) : arena_fresh(order);
-  purge_maybe(os_now_ms());
+  pool_tick(os_now_ms());
   return sp;
 }
 
@@ -341,8 +348,8 @@ void pool_put(span_t *sp) {
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   map_push(&maps[cpu_stripe()][sp->order], sp);
-  if (pages) pages_arrived();
-  purge_maybe(now);
+  if (pages) pool_pages_arrived();
+  pool_tick(now);
 }
 
 /* rill_collect and malloc_trim: every pooled span, now, with MADV_DONTNEED

@@ -21,7 +21,7 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
         continue;
       }
       span_t *sp = span_of_index(i);
-      size_t bytes = SLOT_SIZE << sp->order;
+      size_t bytes = span_bytes(sp);
       uint64_t x = atomic_load_explicit(&sp->xf, RLX);
       unsigned st = XF_STATE(x);
       if (st == ST_FREE) {
@@ -42,7 +42,7 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
         else
           s.spans_hot++;
       }
-      i += (size_t)1 << sp->order;
+      i += sp->nslots ? sp->nslots : 1; /* a run split or merged meanwhile */
     }
     uint32_t nh = heap_count();
     for (uint32_t i = 0; i < nh; i++) {

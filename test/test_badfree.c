@@ -22,6 +22,8 @@ enum kind {
   K_MEDIUM_INTERIOR,
   K_LARGE_INTERIOR,
   K_HUGE_INTERIOR,
+  K_LARGE_MERGED,
+  K_LARGE_TAIL,
   K_FOREIGN_MMAP,
   K_STATIC,
   K_ARENA_GAP,
@@ -37,6 +39,8 @@ static const char *const kind_name[] = {
     "malloc(5000) + 1024",
     "malloc(200 KiB) + 4096",
     "malloc(40 MiB) + 4096",
+    "second of two freed 1 MiB blocks (its run merged into the first's)",
+    "malloc(2 MiB) + 1 MiB after realloc to 512 KiB (a tail given back)",
     "page from a separate mmap",
     "address in the program's data",
     "malloc(16) + 512 MiB (rill's reserve, no span there)",
@@ -80,6 +84,17 @@ static void *bad_pointer(enum kind k, volatile char *stack_buf) {
   case K_HUGE_INTERIOR:
     p = malloc(40 * MiB);
     return p ? (char *)p + 4096 : NULL;
+  case K_LARGE_MERGED: {
+    void *a = malloc(1 * MiB);
+    p = malloc(1 * MiB);
+    free(a);
+    free(p);
+    return p;
+  }
+  case K_LARGE_TAIL:
+    p = malloc(2 * MiB);
+    if (!p || realloc(p, 512 * KiB) != p) return NULL;
+    return (char *)p + 1 * MiB;
   case K_FOREIGN_MMAP:
     p = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : (char *)p + 4096;

@@ -155,50 +155,6 @@ static void huge_unmapped(void) {
   printf("  %-38s ok\n", "huge blocks unmapped on free");
 }
 
-static uint64_t span_count(void) {
-  struct rill_stats s;
-  rill_stats_get(&s);
-  return s.spans_hot + s.spans_floating + s.spans_reusable + s.spans_free;
-}
-
-/* Large blocks whose sizes wander across a power of two reuse the pooled
- * spans that larger ones left, instead of taking fresh address space (whose
- * first touch faults every page in again). Four 3 MiB blocks leave four
- * pooled spans; after that, any mix of four 1.5 MiB and 3 MiB blocks fits in
- * them, so the span table must not grow. */
-static void large_order_reuse(void) {
-  enum { LIVE = 4, ROUNDS = 40 };
-  const size_t small = 3 * MiB / 2, big = 3 * MiB;
-  unsigned char *p[LIVE];
-  for (int i = 0; i < LIVE; i++) {
-    p[i] = keep(T_malloc(big));
-    if (!p[i]) DIE("malloc(3 MiB) failed");
-    memset(p[i], 0x11, big);
-  }
-  for (int i = 0; i < LIVE; i++) T_free(p[i]);
-  uint64_t before = span_count(), most = before;
-  unsigned seed = 12345;
-  for (int r = 0; r < ROUNDS; r++) {
-    for (int i = 0; i < LIVE; i++) {
-      seed = seed * 1103515245u + 12345u;
-      size_t n = r == 0 || (seed >> 16) % 3 == 0 ? small : big;
-      p[i] = keep(T_malloc(n));
-      if (!p[i]) DIE("malloc(%zu) failed", n);
-      p[i][0] = 1;
-      p[i][n - 1] = 2;
-    }
-    uint64_t now = span_count();
-    if (now > most) most = now;
-    for (int i = 0; i < LIVE; i++) T_free(p[i]);
-  }
-  printf("  %-38s spans %" PRIu64 " before, at most %" PRIu64 " during\n",
-         "large sizes across an order", before, most);
-  CHECK(most <= before,
-        "large blocks of 1.5 and 3 MiB took fresh spans: %" PRIu64 " spans before, %" PRIu64
-        " during, while four pooled 3 MiB spans could hold them",
-        before, most);
-}
-
 /* The span pool hands back its lowest-addressed span first: blocks that
  * each own a span, freed in a shuffled order, come back at ascending
  * addresses (a LIFO pool would return them in the reverse of the shuffle). */
@@ -305,7 +261,6 @@ int main(int argc, char **argv) {
   }
   setvbuf(stdout, NULL, _IONBF, 0);
   listed_spans_drain();
-  large_order_reuse();
   pool_address_order();
   huge_unmapped();
   huge_block();

@@ -1,0 +1,206 @@
+/* test_runs.c - proves large objects' runs (src/runs.c): a free run is split
+ * from its low end, freed neighbours merge back into one run, realloc grows
+ * and shrinks a run in place, sizes that wander reuse resident memory
+ * instead of faulting in new pages, rill_collect gives free runs' pages
+ * back, and threads that allocate, resize and free runs never overlap two
+ * live blocks. Run with a long RILL_PURGE_DELAY_MS (ctest sets it), so no
+ * timed purge empties a free run in the middle of a check. */
+#include "rill_test.h"
+
+#include <pthread.h>
+#include <sys/resource.h>
+
+static char *xmalloc(size_t n) {
+  char *p = T_malloc(n);
+  if (!p) DIE("malloc(%zu) failed", n);
+  return p;
+}
+
+static void touch(char *p, size_t n, char v) {
+  for (size_t off = 0; off < n; off += 4096) p[off] = v;
+  p[n - 1] = v;
+}
+
+/* Runs first, in a process with no other large block: the expected
+ * addresses follow from address-ordered first fit and merging alone. */
+static void split_merge_resize(void) {
+  char *big = xmalloc(8 * MiB);
+  T_free(big);
+  char *a = xmalloc(3 * MiB), *b = xmalloc(3 * MiB);
+  CHECK(a == big && b == big + 3 * MiB,
+        "two 3 MiB blocks after a freed 8 MiB one at %p: got %p and %p, want %p and %p (split "
+        "from the low end)",
+        (void *)big, (void *)a, (void *)b, (void *)big, (void *)(big + 3 * MiB));
+  T_free(a);
+  T_free(b);
+  char *c = xmalloc(8 * MiB);
+  CHECK(c == big, "8 MiB after freeing the two halves: got %p, want %p (the runs did not merge)",
+        (void *)c, (void *)big);
+  T_free(c);
+
+  char *r = xmalloc(1 * MiB);
+  memset(r, 0x5a, 1 * MiB);
+  char *g = T_realloc(r, 6 * MiB);
+  CHECK(g == r, "realloc 1 -> 6 MiB with free space after it moved the block (%p -> %p)", (void *)r,
+        (void *)g);
+  if (!g) DIE("realloc to 6 MiB failed");
+  bool same = true;
+  for (size_t i = 0; i < 1 * MiB; i += 509) same = same && g[i] == 0x5a;
+  CHECK(same, "realloc 1 -> 6 MiB lost the block's contents");
+  CHECK(T_usable(g) >= 6 * MiB, "usable size %zu after realloc to 6 MiB", T_usable(g));
+  touch(g, 6 * MiB, 1);
+  char *s = T_realloc(g, 512 * KiB);
+  CHECK(s == g, "realloc 6 MiB -> 512 KiB moved the block (%p -> %p)", (void *)g, (void *)s);
+  char *t = xmalloc(2 * MiB);
+  CHECK(t == g + 512 * KiB,
+        "2 MiB after shrinking the block at %p to 512 KiB: got %p, want %p (the tail was not "
+        "given back)",
+        (void *)g, (void *)t, (void *)(g + 512 * KiB));
+  /* no room after it now: growing must move, and keep the contents */
+  char *m = T_realloc(s, 1 * MiB);
+  if (!m) DIE("realloc to 1 MiB failed");
+  CHECK(m != s && m[0] == 1 && m[512 * KiB - 1] == 0x5a,
+        "realloc 512 KiB -> 1 MiB with a live block after it: %p -> %p, contents %d %d", (void *)s,
+        (void *)m, m[0], m[512 * KiB - 1]);
+  T_free(m);
+  T_free(t);
+  printf("  %-38s ok\n", "split, merge, resize in place");
+}
+
+static long minor_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+/* Two 8 MiB blocks leave 16 MiB of resident free runs; any four blocks of
+ * 1-4 MiB fit in them once they merge, so rounds of such blocks, touched in
+ * every page, fault in (almost) nothing. With power-of-two spans, 1-2 MiB
+ * and 2-4 MiB blocks each wanted their own spans and faulted fresh pages. */
+static void wandering_sizes(void) {
+  enum { LIVE = 4, ROUNDS = 100 };
+  char *p[LIVE];
+  p[0] = xmalloc(8 * MiB);
+  p[1] = xmalloc(8 * MiB);
+  touch(p[0], 8 * MiB, 1);
+  touch(p[1], 8 * MiB, 1);
+  T_free(p[0]);
+  T_free(p[1]);
+  unsigned seed = 99;
+  long before = minor_faults();
+  for (int r = 0; r < ROUNDS; r++) {
+    for (int i = 0; i < LIVE; i++) {
+      seed = seed * 1103515245u + 12345u;
+      size_t n = 1 * MiB + (size_t)((seed >> 8) % (3 * MiB));
+      p[i] = xmalloc(n);
+      touch(p[i], n, (char)r);
+    }
+    for (int i = 0; i < LIVE; i++) T_free(p[i]);
+  }
+  long faults = minor_faults() - before;
+  printf("  %-38s %ld minor faults in %d rounds\n", "wandering sizes reuse free runs", faults,
+         ROUNDS);
+  /* one round touches up to 4096 pages: a run not reused would show */
+  CHECK(faults < 256,
+        "%ld minor faults for blocks of 1-4 MiB that fit in 16 MiB of free, resident runs", faults);
+}
+
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long pages = 0, res = 0;
+  if (!f) DIE("cannot open /proc/self/statm");
+  if (fscanf(f, "%ld %ld", &pages, &res) != 2) DIE("cannot read /proc/self/statm");
+  fclose(f);
+  return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Freed runs keep their pages for the purge delay; rill_collect (and
+ * malloc_trim) gives them back at once. */
+static void collect_returns_runs(void) {
+  enum { N = 24 };
+  char *p[N];
+  T_trim(); /* free runs of the earlier checks would serve these blocks resident */
+  long start = rss_kib();
+  for (int i = 0; i < N; i++) {
+    size_t n = 300 * KiB + (size_t)i * 97 * KiB; /* 300 KiB .. 2.5 MiB */
+    p[i] = xmalloc(n);
+    touch(p[i], n, 3);
+  }
+  long peak = rss_kib();
+  for (int i = 0; i < N; i += 2) T_free(p[i]); /* every other one: runs that cannot merge */
+  for (int i = 1; i < N; i += 2) T_free(p[i]); /* then the rest: they merge */
+  long freed = rss_kib();
+  T_trim();
+  long after = rss_kib();
+  printf("  %-38s RSS start %ld, peak %ld, after free %ld, after trim %ld KiB\n",
+         "trim gives free runs back", start, peak, freed, after);
+  CHECK(peak - start > 20 * 1024, "touching 34 MiB of large blocks raised RSS by %ld KiB only",
+        peak - start);
+  CHECK(after < start + 2 * 1024, "RSS %ld KiB after trim, %ld KiB before the blocks", after,
+        start);
+}
+
+/* Threads allocate, resize and free runs; each live block carries its
+ * owner's tag in every page, so two live blocks sharing memory show up. */
+enum { THREADS = 4, SLOTS = 8 };
+static int ops_per_thread = 3000;
+
+static void *churn(void *arg) {
+  unsigned id = (unsigned)(uintptr_t)arg, seed = id * 7919u + 1;
+  char *blk[SLOTS] = {0};
+  size_t len[SLOTS] = {0};
+  char tag[SLOTS];
+  long bad = 0;
+  for (int op = 0; op < ops_per_thread; op++) {
+    seed = seed * 1103515245u + 12345u;
+    unsigned k = (seed >> 16) % SLOTS;
+    if (blk[k]) { /* check, then free or resize */
+      for (size_t off = 0; off < len[k]; off += 4096) bad += blk[k][off] != tag[k];
+      bad += blk[k][len[k] - 1] != tag[k];
+      if ((seed >> 8) & 1) {
+        T_free(blk[k]);
+        blk[k] = NULL;
+        continue;
+      }
+      size_t n = 257 * KiB + (size_t)((seed >> 4) % (5 * MiB));
+      char *q = T_realloc(blk[k], n);
+      if (!q) DIE("realloc(%zu) failed", n);
+      size_t keep_n = n < len[k] ? n : len[k];
+      for (size_t off = 0; off < keep_n; off += 4096) bad += q[off] != tag[k];
+      blk[k] = q;
+      len[k] = n;
+    } else {
+      len[k] = 257 * KiB + (size_t)((seed >> 4) % (5 * MiB));
+      blk[k] = xmalloc(len[k]);
+    }
+    tag[k] = (char)(id * SLOTS + k + op);
+    touch(blk[k], len[k], tag[k]);
+  }
+  for (int k = 0; k < SLOTS; k++) T_free(blk[k]);
+  return (void *)bad;
+}
+
+static void threads_never_share(void) {
+  pthread_t th[THREADS];
+  for (unsigned i = 0; i < THREADS; i++)
+    if (pthread_create(&th[i], NULL, churn, (void *)(uintptr_t)i)) DIE("pthread_create");
+  long bad = 0;
+  for (unsigned i = 0; i < THREADS; i++) {
+    void *r;
+    pthread_join(th[i], &r);
+    bad += (long)(intptr_t)r;
+  }
+  printf("  %-38s %d threads x %d operations, %ld pages overwritten\n",
+         "threads resize and free runs", THREADS, ops_per_thread, bad);
+  CHECK(bad == 0, "%ld pages of live large blocks held another block's tag", bad);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--quick")) ops_per_thread = 500;
+  split_merge_resize();
+  wandering_sizes();
+  collect_returns_runs();
+  threads_never_share();
+  collect_returns_runs();
+  return t_finish("test_runs");
+}
