@@ -123,6 +123,14 @@ size_t arena_take(size_t n) {
   return first + n > rill_arena.nslots ? 0 : first;
 }
 
+/* Takes the n never-used slots from `end` on if `end` is the top of the
+ * arena: a large run that ends there grows in place. */
+bool arena_extend(size_t end, size_t n) {
+  size_t top = end;
+  return end + n <= rill_arena.nslots &&
+         atomic_compare_exchange_strong_explicit(&rill_arena_top, &top, end + n, RLX, RLX);
+}
+
 /* Makes never-used slots first .. first + 2^order - 1 one empty span. */
 span_t *arena_span(size_t first, unsigned order) {
   size_t n = (size_t)1 << order;

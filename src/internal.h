@@ -192,6 +192,7 @@ static inline size_t span_bytes(const span_t *sp) {
 
 bool arena_init(void) INTERNAL;
 size_t arena_take(size_t n) INTERNAL;
+bool arena_extend(size_t end, size_t n) INTERNAL;
 span_t *arena_span(size_t first, unsigned order) INTERNAL;
 span_t *arena_fresh(unsigned order) INTERNAL;
 void os_purge(void *p, size_t n) INTERNAL;

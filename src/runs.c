@@ -181,7 +181,8 @@ void run_put(span_t *sp) {
 }
 
 /* realloc in place: a live run shrinks to n slots (the tail goes back as a
- * free run) or grows into a free run that follows it. False when it cannot
+ * free run) or grows into a free run that follows it, or into never-used
+ * slots when it ends at the top of the arena (a buffer that keeps growing). False when it cannot
  * grow; the run is then unchanged. */
 bool run_resize(span_t *sp, size_t n) {
   size_t i = span_index(sp), m = sp->nslots;
@@ -215,6 +216,8 @@ bool run_resize(span_t *sp, size_t n) {
         atomic_store_explicit(&t->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
         file_run(t, rest);
       }
+      for (size_t s = j; s < i + n; s++) rill_arena.heads[s] = (uint32_t)i;
+    } else if (arena_extend(j, n - m)) { /* the run ends at the top of the arena */
       for (size_t s = j; s < i + n; s++) rill_arena.heads[s] = (uint32_t)i;
     } else {
       ok = false;

@@ -21,7 +21,25 @@ static void touch(char *p, size_t n, char v) {
   p[n - 1] = v;
 }
 
-/* Runs first, in a process with no other large block: the expected
+/* Runs first: the block is the last thing cut from the arena, so realloc
+ * grows it into never-used slots, never moving it. */
+static void grow_at_top(void) {
+  char *p = xmalloc(1 * MiB), *q = p;
+  p[0] = 7;
+  int moved = 0;
+  for (size_t n = 2 * MiB; n <= 16 * MiB; n += 1 * MiB) {
+    q = T_realloc(q, n);
+    if (!q) DIE("realloc(%zu) failed", n);
+    moved += q != p;
+    q[n - 1] = 7;
+  }
+  CHECK(moved == 0 && q[0] == 7, "a block at the top of the arena moved %d times growing to 16 MiB",
+        moved);
+  T_free(q);
+  printf("  %-38s ok\n", "realloc grows at the top in place");
+}
+
+/* Runs next, in a process with no other large block: the expected
  * addresses follow from address-ordered first fit and merging alone. */
 static void split_merge_resize(void) {
   char *big = xmalloc(8 * MiB);
@@ -197,6 +215,7 @@ static void threads_never_share(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--quick")) ops_per_thread = 500;
+  grow_at_top();
   split_merge_resize();
   wandering_sizes();
   collect_returns_runs();
