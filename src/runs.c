@@ -52,10 +52,15 @@ static void unlink_run(span_t *sp) {
   sp->run_free = 0;
 }
 
+/* A bin's list is kept in address order as far as its first LOOK runs: a
+ * program that leaves thousands of free runs of one size between live ones
+ * must not make every free and malloc under the lock walk them all. */
+#define LOOK 32
+
 static void insert_run(span_t *sp) {
   unsigned b = bin_of(sp->nslots);
   span_t **at = &bins[b], *prev = NULL;
-  while (*at && *at < sp) prev = *at, at = &(*at)->next;
+  for (unsigned k = 0; *at && *at < sp && k < LOOK; k++) prev = *at, at = &(*at)->next;
   sp->next = *at;
   sp->prev = prev;
   if (*at) (*at)->prev = sp;
@@ -112,6 +117,19 @@ static void release(span_t *sp) {
   file_run(sp, n);
 }
 
+/* Makes the entry of the slot `at` slots into sp's run the head of a free
+ * run starting there, with what is known of its pages; the caller files it. */
+static span_t *cut(const span_t *sp, size_t at, uint8_t fresh, uint32_t stamp) {
+  span_t *t = span_of_index(span_index(sp) + at);
+  t->start = sp->start + (at << SLOT_SHIFT);
+  t->fresh = fresh;
+  t->stamp = stamp;
+  t->cls = CLS_LARGE;
+  t->order = 0;
+  atomic_store_explicit(&t->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
+  return t;
+}
+
 /* Slots for `bytes`: whole pages on kernels with pages over 16 KiB. */
 size_t run_slots(size_t bytes) {
   size_t unit = (size_t)1 << rill_arena.min_order;
@@ -131,12 +149,13 @@ static span_t *claim(size_t i, size_t n) {
 
 /* A run of exactly n slots for a large object: the lowest-addressed free run
  * that fits in the smallest bin that has one, split; else fresh slots from
- * the top of the arena. `fresh` tells the caller whether it reads as zero. */
+ * the top of the arena. Its `fresh` tells the caller whether it reads as
+ * zero. */
 span_t *run_get(size_t n) {
   unsigned b = bin_of(n);
   spin_lock(&lock);
   span_t *sp = bins[b];
-  while (sp && sp->nslots < n) sp = sp->next;
+  for (unsigned k = 0; sp && sp->nslots < n; k++) sp = k < LOOK ? sp->next : NULL;
   if (!sp) {
     uint64_t up = b + 1 < BINS ? nonempty & (~(uint64_t)0 << (b + 1)) : 0;
     if (up) sp = bins[__builtin_ctzll(up)];
@@ -144,16 +163,7 @@ span_t *run_get(size_t n) {
   if (sp) {
     unlink_run(sp);
     size_t i = span_index(sp), m = sp->nslots;
-    if (m > n) { /* the rest stays free, with what is known of its pages */
-      span_t *r = span_of_index(i + n);
-      r->start = sp->start + (n << SLOT_SHIFT);
-      r->fresh = sp->fresh;
-      r->stamp = sp->stamp;
-      r->cls = CLS_LARGE;
-      r->order = 0;
-      atomic_store_explicit(&r->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
-      file_run(r, m - n);
-    }
+    if (m > n) file_run(cut(sp, n, sp->fresh, sp->stamp), m - n); /* the rest stays free */
     claim(i, n);
   }
   spin_unlock(&lock);
@@ -182,22 +192,16 @@ void run_put(span_t *sp) {
 
 /* realloc in place: a live run shrinks to n slots (the tail goes back as a
  * free run) or grows into a free run that follows it, or into never-used
- * slots when it ends at the top of the arena (a buffer that keeps growing). False when it cannot
- * grow; the run is then unchanged. */
+ * slots when it ends at the top of the arena (a buffer that keeps growing).
+ * False when it cannot grow; the run is then unchanged. */
 bool run_resize(span_t *sp, size_t n) {
   size_t i = span_index(sp), m = sp->nslots;
   if (n == m) return true;
   bool ok = true, pages = false;
   spin_lock(&lock);
   if (n < m) {
-    span_t *t = span_of_index(i + n);
-    t->start = sp->start + (n << SLOT_SHIFT);
+    span_t *t = cut(sp, n, 0, (uint32_t)os_now_ms());
     t->nslots = (uint32_t)(m - n);
-    t->fresh = 0;
-    t->stamp = (uint32_t)os_now_ms();
-    t->cls = CLS_LARGE;
-    t->order = 0;
-    atomic_store_explicit(&t->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
     release(t);
     pages = true;
   } else {
@@ -206,16 +210,7 @@ bool run_resize(span_t *sp, size_t n) {
     if (r && r->run_free && m + r->nslots >= n) {
       unlink_run(r);
       size_t rest = m + r->nslots - n;
-      if (rest) {
-        span_t *t = span_of_index(i + n);
-        t->start = sp->start + (n << SLOT_SHIFT);
-        t->fresh = r->fresh;
-        t->stamp = r->stamp;
-        t->cls = CLS_LARGE;
-        t->order = 0;
-        atomic_store_explicit(&t->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
-        file_run(t, rest);
-      }
+      if (rest) file_run(cut(sp, n, r->fresh, r->stamp), rest);
       for (size_t s = j; s < i + n; s++) rill_arena.heads[s] = (uint32_t)i;
     } else if (arena_extend(j, n - m)) { /* the run ends at the top of the arena */
       for (size_t s = j; s < i + n; s++) rill_arena.heads[s] = (uint32_t)i;
