@@ -135,7 +135,10 @@ bool arena_extend(size_t end, size_t n) {
 span_t *arena_span(size_t first, unsigned order) {
   size_t n = (size_t)1 << order;
   span_t *sp = span_of_index(first);
-  for (size_t i = 0; i < n; i++) rill_arena.heads[first + i] = (uint32_t)first;
+  /* relaxed atomic stores: a large run's release may read a neighbouring
+   * head at the same time (runs.c) */
+  for (size_t i = 0; i < n; i++)
+    __atomic_store_n(&rill_arena.heads[first + i], (uint32_t)first, __ATOMIC_RELAXED);
   sp->start = rill_arena.base + (first << SLOT_SHIFT);
   sp->order = (uint8_t)order;
   sp->nslots = (uint32_t)n;

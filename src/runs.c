@@ -23,6 +23,16 @@
  *   - a free run's first and last slots map to its first slot, and only its
  *     first slot's entry has `run_free` set. */
 
+/* The head table is read here for slots next to a run, which other threads
+ * may be formatting as small spans at that moment (arena_span): relaxed
+ * atomic loads and stores, plain moves on x86. */
+static inline size_t head_get(size_t slot) {
+  return __atomic_load_n(&rill_arena.heads[slot], __ATOMIC_RELAXED);
+}
+static inline void head_set(size_t slot, size_t first) {
+  __atomic_store_n(&rill_arena.heads[slot], (uint32_t)first, __ATOMIC_RELAXED);
+}
+
 #define BINS 64
 static _Atomic int lock;
 static span_t *bins[BINS]; /* free runs by size, each list in address order */
@@ -75,8 +85,8 @@ static void file_run(span_t *sp, size_t n) {
   size_t i = span_index(sp);
   sp->nslots = (uint32_t)n;
   sp->bsize = 0; /* frees into it are invalid now */
-  rill_arena.heads[i] = (uint32_t)i;
-  rill_arena.heads[i + n - 1] = (uint32_t)i;
+  head_set(i, i);
+  head_set(i + n - 1, i);
   insert_run(sp);
 }
 
@@ -97,7 +107,7 @@ static void merge_state(span_t *a, const span_t *b) {
 static void release(span_t *sp) {
   sp->bsize = 0;
   size_t i = span_index(sp), n = sp->nslots, j = i + n;
-  if (j < rill_arena.nslots && rill_arena.heads[j] == j) {
+  if (j < rill_arena.nslots && head_get(j) == j) {
     span_t *r = span_of_index(j);
     if (r->run_free) {
       unlink_run(r);
@@ -105,7 +115,7 @@ static void release(span_t *sp) {
       n += r->nslots;
     }
   }
-  size_t k = rill_arena.heads[i - 1]; /* slot 0 is never a run, so i > 0 */
+  size_t k = head_get(i - 1); /* slot 0 is never a run, so i > 0 */
   span_t *l = span_of_index(k);
   if (l->run_free && k + l->nslots == i) {
     unlink_run(l);
@@ -139,7 +149,7 @@ size_t run_slots(size_t bytes) {
 
 /* Makes slots i .. i + n - 1 one run holding an object. */
 static span_t *claim(size_t i, size_t n) {
-  for (size_t s = i; s < i + n; s++) rill_arena.heads[s] = (uint32_t)i;
+  for (size_t s = i; s < i + n; s++) head_set(s, i);
   span_t *sp = span_of_index(i);
   sp->start = rill_arena.base + (i << SLOT_SHIFT);
   sp->nslots = (uint32_t)n;
@@ -165,15 +175,15 @@ span_t *run_get(size_t n) {
     size_t i = span_index(sp), m = sp->nslots;
     if (m > n) file_run(cut(sp, n, sp->fresh, sp->stamp), m - n); /* the rest stays free */
     claim(i, n);
+  } else { /* under the lock too: a neighbour's release reads these heads */
+    size_t i = arena_take(n);
+    if (i) {
+      sp = claim(i, n);
+      sp->fresh = 1;
+    }
   }
   spin_unlock(&lock);
-  if (!sp) {
-    size_t i = arena_take(n);
-    if (!i) return NULL;
-    sp = claim(i, n);
-    sp->fresh = 1;
-  }
-  pool_tick(os_now_ms());
+  if (sp) pool_tick(os_now_ms());
   return sp;
 }
 
@@ -206,14 +216,14 @@ bool run_resize(span_t *sp, size_t n) {
     pages = true;
   } else {
     size_t j = i + m;
-    span_t *r = j < rill_arena.nslots && rill_arena.heads[j] == j ? span_of_index(j) : NULL;
+    span_t *r = j < rill_arena.nslots && head_get(j) == j ? span_of_index(j) : NULL;
     if (r && r->run_free && m + r->nslots >= n) {
       unlink_run(r);
       size_t rest = m + r->nslots - n;
       if (rest) file_run(cut(sp, n, r->fresh, r->stamp), rest);
-      for (size_t s = j; s < i + n; s++) rill_arena.heads[s] = (uint32_t)i;
+      for (size_t s = j; s < i + n; s++) head_set(s, i);
     } else if (arena_extend(j, n - m)) { /* the run ends at the top of the arena */
-      for (size_t s = j; s < i + n; s++) rill_arena.heads[s] = (uint32_t)i;
+      for (size_t s = j; s < i + n; s++) head_set(s, i);
     } else {
       ok = false;
     }
