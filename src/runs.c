@@ -1,7 +1,8 @@
-/* runs.c - the spans of large objects: runs of any number of slots, cut
- * from free runs (address-ordered first fit in size bins), split on
- * allocation, merged with free neighbours on release and resized in place by
- * realloc. Free runs keep their pages for the pool's purge delay. */
+/* runs.c - the spans of large objects (Streamflow §3.1.2: a large object
+ * gets page blocks of its own): runs of any number of slots, cut from free
+ * runs (address-ordered first fit in size bins), split on allocation, merged
+ * with free neighbours on release and resized in place by realloc. Free runs
+ * keep their pages for the pool's purge delay (scalloc §3.3). */
 #include "internal.h"
 
 /* Why not power-of-two spans, as for small classes: an order served only
