@@ -184,8 +184,9 @@ EXPORT void *rill_calloc(size_t count, size_t size) {
 }
 
 /* A small block stays in place while the new size still fits it and does
- * not shrink it below half; a large one resizes its run in place when the
- * run can grow into a free neighbour; huge blocks move with mremap. */
+ * not shrink it below half; a large one's run shrinks in place, and grows in
+ * place into a free neighbour or the arena's top; huge blocks move with
+ * mremap. */
 static void *realloc_named(void *p, size_t n, const char *fn) {
   if (!p) return rill_malloc(n);
   if (n == 0) { /* glibc frees and returns NULL */

@@ -111,7 +111,7 @@ typedef struct span {
   _Atomic uint32_t carved;         /* blocks ever cut from the span (bump) */
   uint32_t cap;                    /* blocks that fit */
   uint8_t cls;                     /* size class or CLS_LARGE */
-  uint8_t order;                   /* span = 2^order slots */
+  uint8_t order;                   /* span = 2^order slots (0 for a large run: see nslots) */
   uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
   uint8_t shift;                   /* trailing zero bits of bsize (block_quot) */
   uint32_t nslots;                 /* slots in the span: 2^order, or a large run's length */
