@@ -68,6 +68,7 @@ static inline void *malloc_fast(heap_t *h, size_t n) {
   if (likely(b != NULL)) {
     sp->free = b->next;
     used_set(sp, used_get(sp) + 1);
+    dbg_alloc(sp, b);
     return b;
   }
   return malloc_slow(h, n);
@@ -86,6 +87,7 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
     return;
   }
   span_t *sp = span_at(off);
+  dbg_free(sp, p);
   if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
     uint64_t q = block_quot(sp, (uintptr_t)p - sp->start);
     block_t *b = p, *head = sp->free;

@@ -107,6 +107,10 @@ bool arena_init(void) {
     rill_arena.meta = meta;
     rill_arena.heads = heads;
     rill_arena.nslots = nslots;
+#if RILL_DEBUG
+    rill_dbg = os_map(nslots * sizeof(dbg_span_t));
+    if (!rill_dbg) return false;
+#endif
     /* The first span-sized run stays unused: head index 0 means "no span",
      * and every span stays page aligned, since all are 2^min_order slots
      * or more. */

@@ -62,6 +62,7 @@ static void list_head_set(heap_t *h, unsigned cls, span_t *sp) {
 }
 
 static void heap_reset(heap_t *h, uint32_t id) {
+  dbg_heap_own(h);
   for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
   atomic_store_explicit(&h->gen, atomic_load_explicit(&h->gen, RLX) + 1, RLX);
@@ -92,6 +93,10 @@ static heap_t *heap_new(void) {
 }
 
 static void heap_recycle(heap_t *h) {
+#if RILL_DEBUG
+  if (!atomic_load_explicit(&h->live, RLX)) dbg_heap_fail("heap recycled twice", 0);
+  atomic_store_explicit(&h->owner_tid, 0, RLX);
+#endif
   atomic_store_explicit(&h->live, 0, RLX);
   uint64_t old = atomic_load_explicit(&heaps_free, RLX), nw;
   do {
@@ -127,10 +132,22 @@ static void list_cut(heap_t *h, span_t *sp) {
   sp->prev = sp->next = NULL;
 }
 
+/* The orphanage (below): a heap no thread owns, whose spans any thread may
+ * take. A span's `heap` is the orphanage exactly while the span is on the
+ * orphanage's list: set when it is linked and cleared when it is unlinked,
+ * both under the orphanage's lock, so a thread holding that lock can trust
+ * the one word. (Checking `heap` and `where` together could not be trusted:
+ * a thread that had just taken the span wrote both after unlocking, and a
+ * waiter read the old `heap` and the new `where`, unlinked the span from
+ * the orphanage's list while it sat on another heap's, and two heaps then
+ * allocated from it: larson with short-lived threads, 1 run in 10.) */
+static heap_t orphanage;
+
 static void list_unlink(heap_t *h, span_t *sp) {
   list_cut(h, sp);
   atomic_store_explicit(&sp->check, 0, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
+  if (h == &orphanage) atomic_store_explicit(&sp->heap, NULL, RLX);
 }
 
 /* Moves a listed span to the back of its list; it stays listed. */
@@ -148,12 +165,17 @@ static void list_to_tail(heap_t *h, span_t *sp) {
 }
 
 /* Empty LISTED span, claimed (state FREE) by whoever saw its last block come
- * back: off the list, unless the owner already took it off, and to the pool. */
+ * back: off the list, unless the owner already took it off, and to the pool.
+ * Once FREE the span is never listed again, and `heap` can only change to
+ * NULL (list_unlink), under the lock taken here. */
 void heap_claimed(span_t *sp) {
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
-  spin_lock(&owner->lock);
-  if (atomic_load_explicit(&sp->where, RLX) == AT_LISTED) list_unlink(owner, sp);
-  spin_unlock(&owner->lock);
+  if (owner) { /* NULL: taken off the orphanage's list already */
+    spin_lock(&owner->lock);
+    if (atomic_load_explicit(&sp->where, RLX) == AT_LISTED) list_unlink(owner, sp);
+    dbg_event(sp, EV_CLAIM);
+    spin_unlock(&owner->lock);
+  }
   pool_put(sp);
 }
 
@@ -177,6 +199,7 @@ static void list_push(heap_t *h, span_t *sp) {
   atomic_store_explicit(&sp->check, 1, RLX);
   uint64_t x = atomic_fetch_or_explicit(&sp->xf, XF_MAKE(ST_LISTED, 0, 0), ACQREL);
   if (XF_COUNT(x)) atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
+  dbg_event(sp, EV_LIST_PUSH);
   spin_unlock(&h->lock);
   listed_claim(sp, XF_WITH(ST_LISTED, x), used_get(sp));
 }
@@ -195,7 +218,7 @@ static bool listed_detach(span_t *sp) {
  * termination") are listed on a heap no thread owns: the claim that returns
  * an owned listed span at its last free returns an orphan the same way, and
  * any heap adopts from it. */
-static heap_t orphanage = {EMPTY_HOT};
+static heap_t orphanage = {EMPTY_HOT}; /* declared above list_unlink */
 
 /* Lists a span that is not attached anywhere (floating, queued, or released
  * by its exiting owner) on heap `to`, whose lock the caller holds. Its `used`
@@ -209,6 +232,7 @@ static uint64_t list_hand_locked(heap_t *to, span_t *sp) {
   while (!atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(ST_LISTED, x),
                                                 memory_order_seq_cst, RLX)) {
   }
+  dbg_event(sp, to == &orphanage ? EV_ORPHAN : EV_HAND);
   return XF_WITH(ST_LISTED, x);
 }
 
@@ -252,6 +276,7 @@ static bool heap_retire(heap_t *h, span_t *sp) {
   if (atomic_compare_exchange_strong_explicit(&sp->xf, &expect, XF_MAKE(ST_FLOATING, 0, 0), REL,
                                               RLX)) {
     hot_set(h, sp->cls, &rill_empty_span);
+    dbg_event(sp, EV_RETIRE);
     return true;
   }
   atomic_store_explicit(&sp->attached, h, RLX);
@@ -320,6 +345,7 @@ static span_t *list_pop(heap_t *h, unsigned cls, bool any) {
     if (!best) break;
     list_unlink(h, best);
   } while (!listed_detach(best));
+  if (best) dbg_event(best, EV_LIST_POP);
   spin_unlock(&h->lock);
   return best;
 }
@@ -335,6 +361,7 @@ static span_t *orphan_adopt(heap_t *h, unsigned cls) {
       continue;
     }
     atomic_store_explicit(&sp->attached, h, RLX);
+    dbg_event(sp, EV_ADOPT);
     return sp;
   }
   return NULL;
@@ -343,6 +370,7 @@ static span_t *orphan_adopt(heap_t *h, unsigned cls) {
 static size_t heap_sweep(heap_t *h);
 
 static span_t *heap_next_span(heap_t *h, unsigned cls) {
+  if (h != &backing) dbg_heap_mine(h);
   /* once per timed purge pass, pool what lost the eager-return race, so it
    * is purged on the same delay as the rest (heap_sweep) */
   uint64_t e = pool_epoch();
@@ -369,6 +397,7 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
     if (b) {
       sp->free = b->next;
       used_set(sp, used_get(sp) + 1);
+      dbg_alloc(sp, b);
       return b;
     }
     if (sp != &rill_empty_span) {
@@ -418,6 +447,7 @@ void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) {
     p = heap_alloc_any(&backing, n, align, zeroed);
     spin_unlock(&backing_lock);
   } else {
+    dbg_heap_mine(h);
     p = heap_alloc_any(h, n, align, zeroed);
   }
   return p;
@@ -474,13 +504,13 @@ static bool owner_gone(const span_t *sp, heap_t *owner) {
  * to objects the owner still uses (Hoard §2.1, passive false sharing).
  * False if the span was not taken (another thread changed it first). */
 static NOINLINE bool heap_take(heap_t *h, span_t *sp, block_t *b) {
+  dbg_heap_mine(h);
   uint64_t old = atomic_load_explicit(&sp->xf, RLX);
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
   if (owner == &orphanage) {
     if (XF_STATE(old) != ST_LISTED) return false;
     spin_lock(&orphanage.lock);
-    bool mine = atomic_load_explicit(&sp->heap, RLX) == &orphanage &&
-                atomic_load_explicit(&sp->where, RLX) == AT_LISTED;
+    bool mine = atomic_load_explicit(&sp->heap, RLX) == &orphanage; /* still on its list */
     if (mine) {
       list_unlink(&orphanage, sp);
       mine = listed_detach(sp); /* false: a free claimed it, and pools it */
@@ -499,6 +529,7 @@ static NOINLINE bool heap_take(heap_t *h, span_t *sp, block_t *b) {
     span_collect(sp);
   }
   span_set_heap(sp, h);
+  dbg_event(sp, EV_TAKE);
   b->next = sp->free;
   sp->free = b;
   used_dec(sp, used_get(sp) - 1);
@@ -547,6 +578,7 @@ void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
  * empty, else floating (adopted by whoever frees its last blocks) or, when
  * it has room, listed on the orphanage for any thread to adopt. */
 static void heap_release(span_t *sp) {
+  dbg_event(sp, EV_RELEASE);
   span_collect(sp);
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
@@ -602,6 +634,7 @@ static size_t heap_sweep(heap_t *h) {
       if (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used_get(sp) &&
           atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
         list_unlink(h, sp);
+        dbg_event(sp, EV_SWEEP);
         sp->next = got;
         got = sp;
       }
@@ -630,6 +663,7 @@ size_t heap_sweep_all(void) {
 
 void heap_thread_done(heap_t *h) {
   if (h == &rill_empty_heap || h == &rill_done_heap) return;
+  dbg_heap_mine(h);
   rill_tls = &rill_done_heap;
   spin_lock(&h->lock); /* from now on, spans handed back become orphans */
   __atomic_store_n(&h->closed, true, __ATOMIC_RELAXED);

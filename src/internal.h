@@ -307,6 +307,9 @@ typedef struct heap {
   _Atomic uint32_t next_free; /* heap free list link (id + 1) */
   _Atomic uint64_t remote_frees;
   _Atomic uint64_t huge_allocs;
+#if RILL_DEBUG
+  _Atomic uint32_t owner_tid; /* the thread that owns this record now */
+#endif
 } heap_t;
 
 /* Makes h the span's owner (its current incarnation: see heap_gen). */
@@ -390,5 +393,7 @@ static inline void spin_lock(_Atomic int *l) {
 static inline void spin_unlock(_Atomic int *l) {
   atomic_store_explicit(l, 0, REL);
 }
+
+#include "debug.h"
 
 #endif

@@ -340,6 +340,8 @@ span_t *pool_get(unsigned order, chunk_t *ck) {
 }
 
 void pool_put(span_t *sp) {
+  dbg_empty(sp, "span pooled with a block out");
+  dbg_event(sp, EV_POOL);
   uint64_t now = os_now_ms();
   sp->bsize = 0;           /* frees into a pooled span are now invalid */
   bool pages = !sp->fresh; /* read before the push: sp is anyone's after it */

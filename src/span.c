@@ -62,6 +62,8 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
   span_set_heap(sp, h);
   atomic_store_explicit(&sp->attached, h, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), REL);
+  dbg_empty(sp, "span formatted with a block out");
+  dbg_event(sp, EV_INIT);
 }
 
 /* A large object owns its whole span; the span floats from birth, so any
@@ -231,6 +233,7 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t idx) {
         atomic_compare_exchange_strong_explicit(&sp->xf, &nw, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
       heap_claimed(sp);
   } else if (nst != st) {
+    dbg_event(sp, EV_REMOTE);
     if (nst == ST_FREE)
       pool_put(sp);
     else

@@ -228,6 +228,7 @@ for v in "${TSAN_BUILT[@]}"; do
     tsan_run tsan_random 0 --mode random --threads $TS_THREADS --ops $TS_OPS
     tsan_run tsan_prodcons 0 --mode prodcons --items $TS_ITEMS
     tsan_run tsan_churn 0 --mode churn --churn $TS_CHURN --churn-par 16
+    tsan_run tsan_relay 0 --mode relay --relay-ms 2000
     # TSan tears its own per-thread state down in the last destructor round, so instrumented
     # destructors may only use the rounds before it.
     tsan_run tsan_tls 0 --mode tls --tls-threads 64 --tls-rounds $((TSAN_TLS_ROUNDS))
@@ -253,6 +254,26 @@ if step "TSan build (test_eager)" "$LOGS/tsan-build-eager.log" \
     failed tsan_eager
     grep -m1 -A30 'WARNING: ThreadSanitizer' "$log" | sed 's/^/  | /' >&2 || true
   fi
+fi
+
+# ---- RILL_DEBUG: a shadow byte per block, checked at every hand-out ------------------------
+
+# The stress modes against a -DRILL_DEBUG=1 build: a block handed out twice, a span pooled or
+# formatted with a block still out, or a heap used by a thread that does not own it aborts
+# at once with the span's recent state changes (src/debug.h). Optimised, so that races keep
+# their timing.
+say "RILL_DEBUG stress"
+DBG="$B/debug"
+mkdir -p "$DBG"
+if step "RILL_DEBUG build" "$LOGS/debug-build.log" \
+  gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-use-after-free -DRILL_DEBUG=1 \
+  -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -I"$ROOT/include" -I"$ROOT/test" \
+  "${SRCS[@]}" "$ROOT/test/stress.c" -o "$DBG/stress_debug" -lpthread; then
+  step "RILL_DEBUG stress: random, prodcons, churn, tls, fork" "$LOGS/debug-stress.log" \
+    "$DBG/stress_debug" --mode random,prodcons,churn,tls,fork --threads 1,4,16 --ops $TS_OPS \
+    --items $TS_ITEMS --churn $TS_CHURN --forks $TS_FORKS
+  step "RILL_DEBUG stress: relay" "$LOGS/debug-relay.log" \
+    "$DBG/stress_debug" --mode relay --relay-ms 5000
 fi
 
 # ---- libFuzzer ----------------------------------------------------------------------------

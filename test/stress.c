@@ -1,6 +1,7 @@
 /* stress.c - proves the allocator keeps every object intact under concurrency: random
- * alloc/free/realloc with cross-thread transfers, producer-consumer, thread churn, TLS
- * destructors that allocate during thread exit, and fork() while other threads allocate. */
+ * alloc/free/realloc with cross-thread transfers, producer-consumer, thread churn, relays of
+ * short-lived threads that inherit their predecessor's objects, TLS destructors that allocate
+ * during thread exit, and fork() while other threads allocate. */
 #include "rill_test.h"
 
 #include <limits.h>
@@ -33,10 +34,13 @@ static struct {
   int tls_rounds;   /* destructor rounds each TLS key runs in */
   long pc_items;    /* objects per producer-consumer configuration */
   uint64_t seed;
+  int relay_chains; /* relay mode: chains of threads running at once */
+  long relay_ms;    /* relay mode: how long the chains run */
 } opt = {0,   {1, 2, 4, 8, 16, 32},          6,      300000, 4 * MiB, 10000, 32, 16, 2,
-         256, PTHREAD_DESTRUCTOR_ITERATIONS, 200000, 1};
+         256, PTHREAD_DESTRUCTOR_ITERATIONS, 200000, 1,      8,       2000};
 
-enum { M_RANDOM = 1, M_PRODCONS = 2, M_CHURN = 4, M_TLS = 8, M_FORK = 16 };
+enum { M_RANDOM = 1, M_PRODCONS = 2, M_CHURN = 4, M_TLS = 8, M_FORK = 16, M_RELAY = 32 };
+#define M_ALL 63
 
 /* ---- objects ----------------------------------------------------------------------- */
 
@@ -588,6 +592,104 @@ static void mode_churn(void) {
   printf("  churn: %d short-lived threads, %" PRIu64 " live heaps after\n", opt.churn, heaps);
 }
 
+/* ---- relay ----------------------------------------------------------------------- */
+/* Larson's "bleeding" with short lives (LKmalloc §7): each thread of a chain replaces random
+ * objects of its predecessor's set, then starts its successor and exits. The successor frees
+ * blocks from spans whose owner is exiting or gone, so it takes over floating spans and
+ * adopts orphans while other chains do the same: the allocator's thread-exit and take-over
+ * paths race each other. A span taken by two heaps at once hands one block out twice, and the
+ * pattern check of the first holder's free fails (larson -r 2000 at 8 threads once did so in
+ * about 1 run of 10). */
+enum { RELAY_OBJS = 1000, RELAY_ROUNDS = 2000 };
+/* Light objects, so threads turn over as fast as larson's (about 16,000 a second at 8 chains
+ * here; the full pattern of `struct obj` cut that to 3,700): a tag in the first and the last 8
+ * bytes, checked before each free. */
+struct relay_obj {
+  unsigned char *p;
+  size_t n;
+  uint64_t tag;
+};
+struct relay {
+  struct relay_obj objs[RELAY_OBJS];
+  uint64_t rs;
+  pthread_t prev, last; /* predecessor, joined by its successor; the final thread */
+  bool has_prev;
+  atomic_bool done;
+  long generations;
+};
+static atomic_bool relay_stop;
+
+static void relay_alloc(struct relay *c, struct relay_obj *o) {
+  o->n = 16 + rng_next(&c->rs) % 985; /* 16 .. 1000 bytes */
+  o->p = T_malloc(o->n);
+  if (!o->p) DIE("malloc(%zu) returned NULL", o->n);
+  o->tag = rng_next(&c->rs) ^ (uint64_t)(uintptr_t)o->p;
+  memcpy(o->p, &o->tag, 8);
+  memcpy(o->p + o->n - 8, &o->tag, 8);
+}
+
+static void relay_free(struct relay_obj *o) {
+  uint64_t a, z;
+  memcpy(&a, o->p, 8);
+  memcpy(&z, o->p + o->n - 8, 8);
+  if (a != o->tag || z != o->tag)
+    FAIL("relay: %zu-byte object at %p was overwritten while held (tags %016" PRIx64 " %016" PRIx64
+         ", expected %016" PRIx64 "): handed out twice?",
+         o->n, (void *)o->p, a, z, o->tag);
+  T_free(o->p);
+  o->p = NULL;
+}
+
+static void *relay_thread(void *arg) {
+  struct relay *c = arg;
+  if (c->has_prev) pthread_join(c->prev, NULL);
+  c->generations++;
+  for (int r = 0; r < RELAY_ROUNDS; r++) {
+    struct relay_obj *o = &c->objs[rng_next(&c->rs) % RELAY_OBJS];
+    relay_free(o);
+    relay_alloc(c, o);
+  }
+  if (!atomic_load(&relay_stop)) {
+    c->prev = pthread_self();
+    c->has_prev = true;
+    pthread_t next;
+    if (pthread_create(&next, NULL, relay_thread, c) == 0) return NULL;
+  }
+  c->last = pthread_self();
+  atomic_store(&c->done, true);
+  return NULL;
+}
+
+static void mode_relay(void) {
+  int n = opt.relay_chains;
+  struct relay *chains = calloc((size_t)n, sizeof *chains);
+  if (!chains) DIE("calloc");
+  atomic_store(&relay_stop, false);
+  for (int i = 0; i < n; i++) {
+    struct relay *c = &chains[i];
+    c->rs = opt.seed * 7919 + (uint64_t)i;
+    for (int k = 0; k < RELAY_OBJS; k++) relay_alloc(c, &c->objs[k]);
+    pthread_t th;
+    if (pthread_create(&th, NULL, relay_thread, c)) DIE("pthread_create");
+  }
+  struct timespec ts = {opt.relay_ms / 1000, (opt.relay_ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+  atomic_store(&relay_stop, true);
+  long gens = 0;
+  for (int i = 0; i < n; i++) {
+    while (!atomic_load(&chains[i].done)) {
+      struct timespec w = {0, 1000000};
+      nanosleep(&w, NULL);
+    }
+    pthread_join(chains[i].last, NULL);
+    gens += chains[i].generations;
+    for (int k = 0; k < RELAY_OBJS; k++) relay_free(&chains[i].objs[k]);
+  }
+  free(chains);
+  printf("  relay: %d chains, %ld threads in %ld ms\n", n, gens, opt.relay_ms);
+}
+
 /* ---- TLS destructors --------------------------------------------------------------- */
 
 static pthread_key_t key_early, key_late; /* created before / after the first malloc */
@@ -795,10 +897,10 @@ static void mode_fork(void) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: stress [--mode random,prodcons,churn,tls,fork|all] [--threads 1,2,4,...]\n"
+          "usage: stress [--mode random,prodcons,churn,relay,tls,fork|all] [--threads 1,2,4,...]\n"
           "              [--ops N] [--max-size BYTES] [--churn N] [--churn-par N]\n"
           "              [--forks N] [--fork-threads N] [--tls-threads N] [--tls-rounds N]\n"
-          "              [--items N]\n"
+          "              [--items N] [--relay-chains N] [--relay-ms N]\n"
           "              [--seed N]\n");
   exit(2);
 }
@@ -837,8 +939,10 @@ int main(int argc, char **argv) {
           opt.modes |= M_TLS;
         else if (!strcmp(tok, "fork"))
           opt.modes |= M_FORK;
+        else if (!strcmp(tok, "relay"))
+          opt.modes |= M_RELAY;
         else if (!strcmp(tok, "all"))
-          opt.modes |= 31;
+          opt.modes |= M_ALL;
         else
           usage();
       }
@@ -869,12 +973,17 @@ int main(int argc, char **argv) {
       opt.tls_rounds = (int)num_arg(v);
     else if (!strcmp(a, "--items"))
       opt.pc_items = num_arg(v);
+    else if (!strcmp(a, "--relay-chains"))
+      opt.relay_chains = (int)num_arg(v);
+    else if (!strcmp(a, "--relay-ms"))
+      opt.relay_ms = num_arg(v);
     else if (!strcmp(a, "--seed"))
       opt.seed = (uint64_t)num_arg(v);
     else
       usage();
   }
-  if (!opt.modes) opt.modes = 31;
+  if (!opt.modes) opt.modes = M_ALL;
+  if (opt.relay_chains < 1) opt.relay_chains = 1;
   if (opt.max_size < 16) opt.max_size = 16;
   if (opt.churn_par < 1) opt.churn_par = 1;
   if (opt.tls_rounds < 1 || opt.tls_rounds > PTHREAD_DESTRUCTOR_ITERATIONS) {
@@ -886,6 +995,7 @@ int main(int argc, char **argv) {
   if (opt.modes & M_RANDOM) mode_random();
   if (opt.modes & M_PRODCONS) mode_prodcons();
   if (opt.modes & M_CHURN) mode_churn();
+  if (opt.modes & M_RELAY) mode_relay();
   if (opt.modes & M_FORK) mode_fork();
   return t_finish("stress");
 }
