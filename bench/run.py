@@ -218,6 +218,11 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
                                   "-m", "10", "-M", "1000"], "LKmalloc sec. 7; Hoard sec. 5.2"),
         Spec("larson-small", "larson", ["-d", pick("0.3", "1.5"), "-n", "1000", "-r", "10000",
                                         "-m", "7", "-M", "8"], "scalloc sec. 7.2"),
+        # threads that live for 2,000 replacements: the exit, take-over and adoption paths
+        # under load (this configuration found two heaps taking one orphaned span)
+        Spec("larson-bleed", "larson", ["-d", pick("0.3", "1.0"), "-n", "1000", "-r", "2000",
+                                        "-m", "10", "-M", "1000"],
+             "LKmalloc sec. 7 (short thread lives)"),
         Spec("consume", "consume", ["-i", pick("100", "1000"), "-n", "6000", "-s", "16"],
              "Streamflow sec. 4.2.2"),
         Spec("xmalloc", "xmalloc", ["-n", pick("200000", "1000000"), "-m", "16", "-M", "512",
@@ -239,6 +244,13 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
              "scalloc sec. 7.5", kind="sweep", threads=[sweep_threads],
              points=size_points(range(4, 21, 4) if q else range(4, 21, 2)),
              xlabel="object size interval"),
+        # growing buffers (a log, a string builder): one alone, which may grow in place, and
+        # four interleaved, which must move or be placed around each other
+        Spec("realloc", "realloc", ["-b", "1", "-s", "65536", "-M", "25165824",
+                                    "-r", pick("2", "10")], "growing buffers", threads=[1, 2]),
+        Spec("realloc-4", "realloc", ["-b", "4", "-s", "65536", "-M", "25165824",
+                                      "-r", pick("1", "3")], "growing buffers, interleaved",
+             threads=[1, 2]),
         Spec("locality", "locality", ["-n", pick("300000", "2000000"), "-p", "5"],
              "scalloc sec. 7.6", kind="sweep", threads=[1],
              points=[(f"{p}%", ["-l", str(p)])

@@ -185,6 +185,8 @@ EXPORT void *rill_calloc(size_t count, size_t size) {
   return p;
 }
 
+#define REMAP_MIN ((size_t)1 << 20)
+
 /* A small block stays in place while the new size still fits it and does
  * not shrink it below half; a large one's run shrinks in place, and grows in
  * place into a free neighbour or the arena's top; huge blocks move with
@@ -207,6 +209,19 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
         size_t pg = rill_arena.page;
         sp->lsize = (n + pg - 1) & ~(pg - 1);
         return p;
+      }
+      /* It must move to grow. A buffer grown past REMAP_MIN leaves the arena
+       * for a mapping of its own: one copy now, and each later move is an
+       * mremap of page tables rather than a copy (four buffers growing in
+       * turn to 24 MiB copied 3.4 GB in 64 KiB steps). Pages it never
+       * touched stay unmapped, and free unmaps it at once. */
+      if (n > old && n >= REMAP_MIN) {
+        void *q = huge_alloc(n, 16);
+        if (q) {
+          memcpy(q, p, old);
+          free_named(p, fn);
+          return q;
+        }
       }
     } else {
       old = sp->bsize;

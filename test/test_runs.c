@@ -1,7 +1,8 @@
 /* test_runs.c - proves large objects' runs (src/runs.c): a free run is split
  * from its low end, freed neighbours merge back into one run, realloc grows
  * and shrinks a run in place, sizes that wander reuse resident memory
- * instead of faulting in new pages, rill_collect gives free runs' pages
+ * instead of faulting in new pages, buffers that must move to grow past
+ * 1 MiB leave the arena for mappings of their own, rill_collect gives free runs' pages
  * back, and threads that allocate, resize and free runs never overlap two
  * live blocks. Run with a long RILL_PURGE_DELAY_MS (ctest sets it), so no
  * timed purge empties a free run in the middle of a check. */
@@ -83,6 +84,51 @@ static void split_merge_resize(void) {
   T_free(m);
   T_free(t);
   printf("  %-38s ok\n", "split, merge, resize in place");
+}
+
+/* Four buffers grown in turn must move (all but one at the arena's top); past
+ * 1 MiB each that moves leaves the arena for
+ * a mapping of its own (rill_stats counts it as huge), so that later moves
+ * are mremap's, and every move keeps the contents. */
+static void growing_buffers_remap(void) {
+  struct rill_stats s0, s1;
+  rill_stats_get(&s0);
+  enum { B = 4 };
+  char *buf[B];
+  size_t len = 64 * KiB;
+  for (int b = 0; b < B; b++) {
+    buf[b] = xmalloc(len);
+    memset(buf[b], 'a' + b, len);
+  }
+  bool same = true;
+  for (size_t n = 2 * len; n <= 8 * MiB; n += 64 * KiB) {
+    for (int b = 0; b < B; b++) {
+      char *q = T_realloc(buf[b], n);
+      if (!q) DIE("realloc(%zu) failed", n);
+      for (size_t i = 0; i < len; i += 4093) same = same && q[i] == 'a' + b;
+      same = same && q[len - 1] == 'a' + b;
+      memset(q + len, 'a' + b, n - len);
+      buf[b] = q;
+    }
+    len = n;
+  }
+  rill_stats_get(&s1);
+  CHECK(same, "four buffers grown in turn to 8 MiB lost contents on a move");
+  /* the last one may sit at the arena's top and grow in place */
+  CHECK(s1.huge_bytes >= s0.huge_bytes + (B - 1) * 8 * MiB,
+        "four 8 MiB buffers grown by realloc: %" PRIu64 " huge bytes, want at least %zu more than "
+        "%" PRIu64 " (they did not leave the arena)",
+        s1.huge_bytes, (size_t)(B - 1) * 8 * MiB, s0.huge_bytes);
+  for (int b = 0; b < B; b++) {
+    CHECK(T_usable(buf[b]) >= 8 * MiB, "usable size %zu of a buffer grown to 8 MiB",
+          T_usable(buf[b]));
+    /* shrinking back keeps the prefix */
+    char *q = T_realloc(buf[b], 300 * KiB);
+    if (!q) DIE("realloc to 300 KiB failed");
+    CHECK(q[0] == 'a' + b && q[300 * KiB - 1] == 'a' + b, "shrinking a remapped buffer lost data");
+    T_free(q);
+  }
+  printf("  %-38s ok\n", "growing buffers leave the arena");
 }
 
 static long minor_faults(void) {
@@ -218,6 +264,7 @@ int main(int argc, char **argv) {
   grow_at_top();
   split_merge_resize();
   wandering_sizes();
+  growing_buffers_remap();
   collect_returns_runs();
   threads_never_share();
   collect_returns_runs();
