@@ -102,6 +102,7 @@ int main(int argc, char **argv) {
   double elapsed = bench_span_seconds(&span);
   bench_live_note_peak((int64_t)(threads * opt_buffers * opt_max));
   bench_result_begin("realloc", threads, "time_s", elapsed, "s");
+  bench_kv_u64("ops", steps); /* realloc calls */
   bench_kv_u64("steps", steps);
   bench_kv_u64("moves", moves);
   bench_kv_u64("buffers", opt_buffers);

@@ -1291,8 +1291,11 @@ def make_charts(outdir: Path, h: Harness, specs, allocs, thread_counts) -> tuple
                     ax.set_ylabel("speedup" if what == "speedup" else "peak RSS (MiB)")
             for j in range(n, rows_ * cols):
                 axes[j // cols][j % cols].axis("off")
-            handles, labels = axes[0][0].get_legend_handles_labels()
-            fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
+            # the legend of the panel with the most allocators (a panel may have none)
+            handles, labels = max((axes[i // cols][i % cols].get_legend_handles_labels()
+                                   for i in range(n)), key=lambda hl: len(hl[1]))
+            if labels:
+                fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
             fig.tight_layout(rect=(0, 0.05, 1, 1))
             fig.savefig(outdir / fname, dpi=100)
             plt.close(fig)
