@@ -69,6 +69,7 @@ static inline void dbg_alloc(span_t *sp, void *p) {
   uint64_t i = ((uintptr_t)p - sp->start) / sp->bsize;
   if (i >= sp->cap || (uintptr_t)p - sp->start != i * sp->bsize)
     dbg_fail(sp, "alloc: bad block", (uintptr_t)p);
+  if (i >= DBG_MAX_BLOCKS) return; /* spans of more blocks (large kernel pages): unchecked */
   _Atomic uint8_t *o = &dbg_of(sp)->out[i];
   if (atomic_load_explicit(o, RLX)) dbg_fail(sp, "alloc: block handed out twice", (uintptr_t)p);
   atomic_store_explicit(o, 1, RLX);
