@@ -5,9 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "internal.h"
-
-#include "debug.h"
+#include "internal.h" /* and debug.h, at its end */
 
 #if RILL_DEBUG
 dbg_span_t *rill_dbg;
@@ -50,7 +48,7 @@ void dbg_fail(const span_t *sp, const char *what, uintptr_t p) {
   int n = snprintf(buf, sizeof buf,
                    "rill debug: %s: %#lx (thread %d) span %zu start %#lx cls %u bsize %u cap %u "
                    "carved %u used %u fused %u state %u count %u where %u heap %p attached %p\n",
-                   what, (unsigned long)p, (int)gettid(), span_index(sp), (unsigned long)sp->start,
+                   what, (unsigned long)p, (int)dbg_tid(), span_index(sp), (unsigned long)sp->start,
                    sp->cls, sp->bsize, sp->cap, atomic_load(&sp->carved), used_get(sp),
                    atomic_load(&sp->fused), XF_STATE(x), XF_COUNT(x), atomic_load(&sp->where),
                    (void *)atomic_load(&sp->heap), (void *)atomic_load(&sp->attached));

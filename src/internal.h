@@ -306,7 +306,6 @@ typedef struct heap {
   _Atomic uint32_t gen;       /* counts the threads that have owned this record */
   _Atomic uint32_t next_free; /* heap free list link (id + 1) */
   _Atomic uint64_t remote_frees;
-  _Atomic uint64_t huge_allocs;
 #if RILL_DEBUG
   _Atomic uint32_t owner_tid; /* the thread that owns this record now */
 #endif
