@@ -65,6 +65,7 @@ static void heap_reset(heap_t *h, uint32_t id) {
   dbg_heap_own(h);
   for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
+  h->warm = 0;
   atomic_store_explicit(&h->gen, atomic_load_explicit(&h->gen, RLX) + 1, RLX);
   spin_lock(&h->lock); /* a late remote free may still be listing a span here */
   for (unsigned c = 0; c < NCLASSES; c++) {

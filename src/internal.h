@@ -47,6 +47,7 @@
 #define NCLASSES  53
 #define CLASS_MAX ((size_t)256 * 1024)
 #define CLS_LARGE 255
+_Static_assert(NCLASSES <= 64, "heap_t.warm has a bit per class");
 
 #define DIRECT_N    129 /* words 0..128: requests up to 1024 bytes */
 #define DIRECT_MAX  1024
@@ -130,6 +131,7 @@ typedef struct span {
                                * 0 hot, 1 listed (look when empty), CHECK_ALL listed
                                * with remote frees pending (compare the remote count) */
   _Atomic uint8_t where;      /* AT_* (owner's view) */
+  uint16_t carve_step;        /* blocks the next carve cuts, before its caps (span_carve) */
   struct span *prev, *next;   /* owner's reusable list (under the heap's lock) */
   /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
@@ -300,6 +302,8 @@ typedef struct heap {
   bool closed;                           /* the owner has exited: spans handed back are orphaned */
   uint32_t id;
   uint64_t swept;             /* pool_epoch() at this heap's last sweep of its lists */
+  uint64_t warm;              /* bit per class: this thread has had a span of the class
+                               * (its next spans are carved in full steps at once) */
   chunk_t chunk;              /* fresh address space for small spans; kept when the heap
                                * record passes to a later thread */
   _Atomic uint32_t live;      /* 1 while a thread owns this heap */

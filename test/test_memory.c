@@ -5,6 +5,7 @@
 #include "rill_test.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #define NTHREADS 4
 
@@ -190,6 +191,54 @@ static void pool_address_order(void) {
         inversions, N - 1);
 }
 
+/* Resident pages in [p, p + n), by mincore. */
+static size_t resident_pages(const void *p, size_t n) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(pg - 1), hi = (uintptr_t)p + n;
+  size_t count = (hi - lo + pg - 1) / pg, res = 0;
+  unsigned char vec[256];
+  if (count > sizeof vec) DIE("resident_pages: %zu pages is too many", count);
+  if (mincore((void *)lo, hi - lo, vec) != 0) DIE("mincore(%p) failed", (void *)lo);
+  for (size_t i = 0; i < count; i++) res += vec[i] & 1;
+  return res;
+}
+
+static void *first_blocks_worker(void *arg) {
+  size_t *bad = arg;
+  const size_t sizes[] = {2048, 4096, 8192, 16384};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t n = sizes[k];
+    unsigned char *p = keep(T_malloc(n));
+    if (!p) DIE("malloc(%zu) failed", n);
+    /* the blocks after it in its span: a carve of 16 would have written each */
+    size_t after = resident_pages(p + n, 15 * n);
+    if (after > 1) {
+      fprintf(stderr, "  a thread's first malloc(%zu) made %zu pages after its block resident\n", n,
+              after);
+      bad[k] = after;
+    }
+    T_free(p);
+  }
+  return NULL;
+}
+
+/* A thread's first block of a big class touches little beyond itself: the
+ * first carve of its first span of a class cuts one page's worth, not 16
+ * blocks (16 pages for 4 KiB), so a program whose only big blocks are a few
+ * buffers does not hold 64 KiB per class. The pool is purged first, so the
+ * pages are not resident from earlier use. */
+static void first_blocks_touch_little(void) {
+  rill_collect(true);
+  size_t bad[4] = {0};
+  pthread_t t;
+  if (pthread_create(&t, NULL, first_blocks_worker, bad)) DIE("pthread_create failed");
+  pthread_join(t, NULL);
+  size_t worst = 0;
+  for (int k = 0; k < 4; k++) worst = bad[k] > worst ? bad[k] : worst;
+  printf("  %-38s %zu\n", "pages touched past a first big block", worst);
+  CHECK(worst == 0, "a thread's first malloc of 2-16 KiB made %zu more pages resident", worst);
+}
+
 /* Spans in use (any state but pooled). */
 static uint64_t spans_in_use(void) {
   struct rill_stats s;
@@ -260,6 +309,7 @@ int main(int argc, char **argv) {
       DIE("usage: test_memory [--mib N]");
   }
   setvbuf(stdout, NULL, _IONBF, 0);
+  first_blocks_touch_little();
   listed_spans_drain();
   pool_address_order();
   huge_unmapped();
