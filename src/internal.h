@@ -115,6 +115,8 @@ typedef struct span {
   uint8_t order;                   /* span = 2^order slots (0 for a large run: see nslots) */
   uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
   uint8_t shift;                   /* trailing zero bits of bsize (block_quot) */
+  uint8_t run;                     /* a run of runs.c (a large object or a big class's span),
+                                    * not a span of the pool */
   uint32_t nslots;                 /* slots in the span: 2^order, or a large run's length */
   _Atomic(struct heap *) heap;     /* owning heap (scalloc's LAB), kept while floating; rarely
                                     * written, and read by every remote free */
@@ -289,6 +291,10 @@ void span_free_remote(struct heap *h, span_t *sp, block_t *b, uint32_t idx) INTE
 uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
 void span_module_init(void) INTERNAL;
 unsigned class_order(unsigned cls) INTERNAL;
+size_t class_slots(unsigned cls) INTERNAL;
+/* Spans of this order and up (128 KiB; classes from 40 KiB) are runs of
+ * runs.c rather than spans of the pool: see heap_next_span. */
+#define RUN_ORDER 3
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
 typedef struct heap {

@@ -342,8 +342,14 @@ span_t *pool_get(unsigned order, chunk_t *ck) {
 void pool_put(span_t *sp) {
   dbg_empty(sp, "span pooled with a block out");
   dbg_event(sp, EV_POOL);
+  sp->bsize = 0; /* frees into a pooled span are now invalid */
+  if (sp->run) { /* a big class's span goes back to the runs it came from */
+    atomic_store_explicit(&sp->attached, NULL, RLX);
+    atomic_store_explicit(&sp->where, AT_NONE, RLX);
+    run_put(sp);
+    return;
+  }
   uint64_t now = os_now_ms();
-  sp->bsize = 0;           /* frees into a pooled span are now invalid */
   bool pages = !sp->fresh; /* read before the push: sp is anyone's after it */
   sp->stamp = pages ? (uint32_t)now : UINT32_MAX;
   atomic_store_explicit(&sp->attached, NULL, RLX);

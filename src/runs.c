@@ -17,7 +17,7 @@
  *
  * Large objects are rare next to small ones and each touches at least
  * 256 KiB, so one lock guards the bins. Runs live in a part of the arena
- * small spans never use (their slots come straight from arena_take), so a
+ * pool spans never use (their slots come straight from arena_take), so a
  * neighbour is always a run or not ours to merge. Invariants:
  *   - every slot of a live run maps to the run's first slot (heads), so an
  *     interior or stale address fails the free's offset check;
@@ -137,6 +137,7 @@ static span_t *cut(const span_t *sp, size_t at, uint8_t fresh, uint32_t stamp) {
   t->stamp = stamp;
   t->cls = CLS_LARGE;
   t->order = 0;
+  t->run = 1;
   atomic_store_explicit(&t->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   return t;
 }
@@ -155,10 +156,11 @@ static span_t *claim(size_t i, size_t n) {
   sp->start = rill_arena.base + (i << SLOT_SHIFT);
   sp->nslots = (uint32_t)n;
   sp->order = 0; /* not a power-of-two span: span_bytes reads nslots */
+  sp->run = 1;
   return sp;
 }
 
-/* A run of exactly n slots for a large object: the lowest-addressed free run
+/* A run of exactly n slots for a large object or a big class's span: the lowest-addressed free run
  * that fits in the smallest bin that has one, split; else fresh slots from
  * the top of the arena. Its `fresh` tells the caller whether it reads as
  * zero. */
@@ -188,7 +190,8 @@ span_t *run_get(size_t n) {
   return sp;
 }
 
-/* Takes back the run of a freed large object. */
+/* Takes back the run of a freed large object, or of a big class's span
+ * (pool_put hands those on). */
 void run_put(span_t *sp) {
   uint64_t now = os_now_ms();
   bool pages = !sp->fresh;

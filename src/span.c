@@ -24,6 +24,12 @@ const uint8_t rill_small_cls[DIRECT_N] = {
  * keep a span change from every allocation (sizes 16-64 KiB: 1.6x slower
  * with one). Never less than a page (rill_arena.min_order). */
 static uint8_t cls_order[NCLASSES];
+/* For classes of RUN_ORDER and up, whose spans are runs (heap_next_span):
+ * slots for the blocks a 2^order span holds, and no more. The rest of the
+ * power of two was never carved, but as runs split and merge, whatever a
+ * tail had held before stayed resident: a 96 KiB class left 64 KiB of its
+ * 256 KiB span, a 192 KiB class 128 KiB of 512. */
+static uint32_t cls_slots[NCLASSES];
 
 void span_module_init(void) {
   for (unsigned c = 0; c < NCLASSES; c++) {
@@ -31,11 +37,17 @@ void span_module_init(void) {
     unsigned o = rill_arena.min_order;
     while ((SLOT_SIZE << o) < min || (SLOT_SIZE << o) < 2 * sz) o++;
     cls_order[c] = (uint8_t)o;
+    size_t blocks = (SLOT_SIZE << o) / sz;
+    cls_slots[c] = (uint32_t)(o >= RUN_ORDER ? run_slots(blocks * sz) : (size_t)1 << o);
   }
 }
 
 unsigned class_order(unsigned cls) {
   return cls_order[cls];
+}
+
+size_t class_slots(unsigned cls) {
+  return cls_slots[cls];
 }
 
 /* Inverse of an odd number mod 2^64, by Newton's iteration: d is its own

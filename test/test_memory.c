@@ -239,6 +239,36 @@ static void first_blocks_touch_little(void) {
   CHECK(worst == 0, "a thread's first malloc of 2-16 KiB made %zu more pages resident", worst);
 }
 
+/* Spans of big classes are runs that split and merge: the memory of freed
+ * 96 KiB blocks serves 192 KiB blocks next. As spans of a power-of-two pool
+ * each order served only itself, and the second set of blocks faulted in as
+ * much fresh memory again while the first set's spans sat resident in the
+ * pool (until the purge delay). Every byte is written, so RSS shows it. */
+static void big_classes_share(void) {
+  enum { N = 64 };
+  void *p[N];
+  const size_t small = 96 * 1024 - 100, big = 192 * 1024 - 100;
+  for (int i = 0; i < N; i++) {
+    p[i] = keep(T_malloc(small));
+    if (!p[i]) DIE("malloc(96 KiB) failed");
+    memset(p[i], 1, small);
+  }
+  size_t a = rss_bytes();
+  for (int i = 0; i < N; i++) T_free(p[i]);
+  for (int i = 0; i < N / 2; i++) {
+    p[i] = keep(T_malloc(big));
+    if (!p[i]) DIE("malloc(192 KiB) failed");
+    memset(p[i], 2, big);
+  }
+  size_t b = rss_bytes();
+  for (int i = 0; i < N / 2; i++) T_free(p[i]);
+  printf("  %-38s RSS %zu -> %zu KiB\n", "96 KiB blocks' memory serves 192", a / 1024, b / 1024);
+  CHECK(b <= a + MiB,
+        "RSS rose from %zu to %zu KiB when 6 MiB of freed 96 KiB blocks were replaced by 6 MiB of "
+        "192 KiB ones: big classes do not share memory",
+        a / 1024, b / 1024);
+}
+
 /* Spans in use (any state but pooled). */
 static uint64_t spans_in_use(void) {
   struct rill_stats s;
@@ -309,6 +339,7 @@ int main(int argc, char **argv) {
       DIE("usage: test_memory [--mib N]");
   }
   setvbuf(stdout, NULL, _IONBF, 0);
+  big_classes_share(); /* first: free runs left by other tests would serve it */
   first_blocks_touch_little();
   listed_spans_drain();
   pool_address_order();
