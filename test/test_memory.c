@@ -332,14 +332,23 @@ static void listed_spans_drain(void) {
 }
 
 int main(int argc, char **argv) {
+  bool share = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--mib") && i + 1 < argc)
       total_bytes = (size_t)strtoul(argv[++i], NULL, 0) * MiB;
+    else if (!strcmp(argv[i], "--share"))
+      share = true;
     else
-      DIE("usage: test_memory [--mib N]");
+      DIE("usage: test_memory [--mib N] [--share]");
   }
   setvbuf(stdout, NULL, _IONBF, 0);
-  big_classes_share(); /* first: free runs left by other tests would serve it */
+  /* big_classes_share and pool_address_order each need an arena whose
+   * free runs are their own (either one's leftovers serve the other's
+   * requests first), so the first runs in a process of its own */
+  if (share) {
+    big_classes_share();
+    return t_finish("test_memory --share");
+  }
   first_blocks_touch_little();
   listed_spans_drain();
   pool_address_order();
