@@ -112,12 +112,12 @@ typedef struct span {
   _Atomic uint32_t carved;         /* blocks ever cut from the span (bump) */
   uint32_t cap;                    /* blocks that fit */
   uint8_t cls;                     /* size class or CLS_LARGE */
-  uint8_t order;                   /* span = 2^order slots (0 for a large run: see nslots) */
+  uint8_t order;                   /* span = 2^order slots (0 for a run: see nslots) */
   uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
   uint8_t shift;                   /* trailing zero bits of bsize (block_quot) */
   uint8_t run;                     /* a run of runs.c (a large object or a big class's span),
                                     * not a span of the pool */
-  uint32_t nslots;                 /* slots in the span: 2^order, or a large run's length */
+  uint32_t nslots;                 /* slots in the span: 2^order, or a run's length */
   _Atomic(struct heap *) heap;     /* owning heap (scalloc's LAB), kept while floating; rarely
                                     * written, and read by every remote free */
   _Atomic uint32_t heap_gen;       /* the heap record's `gen` when it took the span: a

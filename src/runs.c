@@ -160,10 +160,10 @@ static span_t *claim(size_t i, size_t n) {
   return sp;
 }
 
-/* A run of exactly n slots for a large object or a big class's span: the lowest-addressed free run
- * that fits in the smallest bin that has one, split; else fresh slots from
- * the top of the arena. Its `fresh` tells the caller whether it reads as
- * zero. */
+/* A run of exactly n slots for a large object or a big class's span: the
+ * lowest-addressed free run that fits in the smallest bin that has one,
+ * split; else fresh slots from the top of the arena. Its `fresh` tells the
+ * caller whether it reads as zero. */
 span_t *run_get(size_t n) {
   unsigned b = bin_of(n);
   spin_lock(&lock);

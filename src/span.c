@@ -128,7 +128,7 @@ static uint32_t carve_full(const span_t *sp) {
  * (one block of a page or more), and each carve after it twice the last, up
  * to carve_full: linking 16 blocks of 4 KiB writes 16 pages, so a program
  * whose only 4 and 8 KiB mallocs were its stdio buffers held 128 KiB of
- * them (the suite's small programs: 0.3 MiB above glibc's peak RSS). A
+ * pages for them (the suite's small programs held 25-460 KiB more). A
  * thread that has had a span of the class carves its next spans in full
  * steps at once, so streams of such blocks keep their short slow path. */
 static uint32_t carve_first(const span_t *sp, heap_t *h) {
