@@ -145,7 +145,7 @@ span_t *arena_span(size_t first, unsigned order) {
     __atomic_store_n(&rill_arena.heads[first + i], (uint32_t)first, __ATOMIC_RELAXED);
   sp->start = rill_arena.base + (first << SLOT_SHIFT);
   sp->order = (uint8_t)order;
-  sp->nslots = (uint32_t)n;
+  span_set_nslots(sp, n);
   sp->run = 0;
   sp->fresh = 1;
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);

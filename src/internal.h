@@ -190,8 +190,16 @@ static inline span_t *span_at(uintptr_t off) {
 static inline uintptr_t span_start(const span_t *sp) {
   return sp->start;
 }
+/* nslots changes while runs split and merge; rill_stats_get reads it with no
+ * lock, so it is read and written with relaxed atomics (plain moves). */
+static inline uint32_t span_nslots(const span_t *sp) {
+  return __atomic_load_n(&sp->nslots, __ATOMIC_RELAXED);
+}
+static inline void span_set_nslots(span_t *sp, size_t n) {
+  __atomic_store_n(&sp->nslots, (uint32_t)n, __ATOMIC_RELAXED);
+}
 static inline size_t span_bytes(const span_t *sp) {
-  return (size_t)sp->nslots << SLOT_SHIFT;
+  return (size_t)span_nslots(sp) << SLOT_SHIFT;
 }
 
 bool arena_init(void) INTERNAL;

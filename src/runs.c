@@ -84,7 +84,7 @@ static void insert_run(span_t *sp) {
  * merged it with its neighbours. */
 static void file_run(span_t *sp, size_t n) {
   size_t i = span_index(sp);
-  sp->nslots = (uint32_t)n;
+  span_set_nslots(sp, n);
   sp->bsize = 0; /* frees into it are invalid now */
   head_set(i, i);
   head_set(i + n - 1, i);
@@ -154,7 +154,7 @@ static span_t *claim(size_t i, size_t n) {
   for (size_t s = i; s < i + n; s++) head_set(s, i);
   span_t *sp = span_of_index(i);
   sp->start = rill_arena.base + (i << SLOT_SHIFT);
-  sp->nslots = (uint32_t)n;
+  span_set_nslots(sp, n);
   sp->order = 0; /* not a power-of-two span: span_bytes reads nslots */
   sp->run = 1;
   return sp;
@@ -215,7 +215,7 @@ bool run_resize(span_t *sp, size_t n) {
   spin_lock(&lock);
   if (n < m) {
     span_t *t = cut(sp, n, 0, (uint32_t)os_now_ms());
-    t->nslots = (uint32_t)(m - n);
+    span_set_nslots(t, m - n);
     release(t);
     pages = true;
   } else {
@@ -233,7 +233,7 @@ bool run_resize(span_t *sp, size_t n) {
     }
   }
   if (ok) {
-    sp->nslots = (uint32_t)n;
+    span_set_nslots(sp, n);
     size_t bytes = (size_t)n << SLOT_SHIFT;
     sp->bsize = (uint32_t)(bytes > UINT32_MAX ? UINT32_MAX : bytes);
   }

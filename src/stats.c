@@ -42,7 +42,8 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
         else
           s.spans_hot++;
       }
-      i += sp->nslots ? sp->nslots : 1; /* a run split or merged meanwhile */
+      uint32_t n = span_nslots(sp);
+      i += n ? n : 1; /* a run split or merged meanwhile */
     }
     uint32_t nh = heap_count();
     for (uint32_t i = 0; i < nh; i++) {
