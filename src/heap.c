@@ -394,7 +394,9 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   unsigned o = class_order(cls);
   sp = o >= RUN_ORDER ? run_get(class_slots(cls)) : pool_get(o, &h->chunk);
   if (sp) {
-    span_init_class(sp, cls, h);
+    uint64_t bit = (uint64_t)1 << cls;
+    span_init_class(sp, cls, h, h->warm & bit);
+    h->warm |= bit;
     return sp;
   }
   return list_pop(h, cls, true); /* out of memory: any span with a free block */

@@ -58,9 +58,11 @@ static uint64_t odd_inverse(uint64_t d) {
   return x;
 }
 
-static uint32_t carve_first(const span_t *sp, heap_t *h);
+static uint32_t carve_first(const span_t *sp, bool warm);
 
-void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
+/* Formats an empty span for class cls, owned by h. `warm`: h has had a span
+ * of the class before (carve_first). */
+void span_init_class(span_t *sp, unsigned cls, heap_t *h, bool warm) {
   size_t bs = class_size(cls);
   sp->free = sp->spare = NULL;
   sp->cls = (uint8_t)cls;
@@ -68,7 +70,7 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h) {
   sp->shift = (uint8_t)__builtin_ctzl(bs);
   sp->inv = odd_inverse(bs >> sp->shift);
   sp->cap = (uint32_t)(span_bytes(sp) / bs);
-  sp->carve_step = (uint16_t)carve_first(sp, h);
+  sp->carve_step = (uint16_t)carve_first(sp, warm);
   sp->prev = sp->next = NULL;
   sp->fresh = 0;
   used_set(sp, 0);
@@ -129,12 +131,10 @@ static uint32_t carve_full(const span_t *sp) {
  * to carve_full: linking 16 blocks of 4 KiB writes 16 pages, so a program
  * whose only 4 and 8 KiB mallocs were its stdio buffers held 128 KiB of
  * pages for them (the suite's small programs held 25-460 KiB more). A
- * thread that has had a span of the class carves its next spans in full
- * steps at once, so streams of such blocks keep their short slow path. */
-static uint32_t carve_first(const span_t *sp, heap_t *h) {
-  uint64_t bit = (uint64_t)1 << sp->cls;
-  bool warm = h->warm & bit;
-  h->warm |= bit;
+ * thread that has had a span of the class (`warm`, heap_t.warm) carves its
+ * next spans in full steps at once, so streams of such blocks keep their
+ * short slow path. */
+static uint32_t carve_first(const span_t *sp, bool warm) {
   if (warm) return carve_full(sp);
   uint32_t n = (uint32_t)(rill_arena.page / sp->bsize);
   return n ? n : 1;
