@@ -47,14 +47,27 @@ else
   echo "warning: could not create bench/.venv; charts will be skipped" >&2
 fi
 
-# --syscalls counts system calls with strace; install it when we may.
-if [ "$syscalls" = 1 ] && ! command -v strace >/dev/null; then
+# The peers Debian ships, valgrind for the instruction counts, and strace for
+# --syscalls: installed when missing and we may (root with apt-get). Without
+# them the suite still runs; run.py names each allocator it skips and the
+# package that provides it.
+need=()
+have_lib() { [ -n "$(ls /usr/lib/*-linux-gnu/"$1" /usr/lib/"$1" 2>/dev/null | head -1)" ]; }
+have_lib libjemalloc.so.2 || need+=(libjemalloc2)
+have_lib libtcmalloc_minimal.so.4 || need+=(libtcmalloc-minimal4)
+have_lib libmimalloc.so.2 || need+=(libmimalloc2.0)
+have_lib libtbbmalloc.so.2 || need+=(libtbbmalloc2)
+command -v valgrind >/dev/null || need+=(valgrind)
+if [ "$syscalls" = 1 ] && ! command -v strace >/dev/null; then need+=(strace); fi
+if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "== installing strace"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null ||
-      echo "warning: could not install strace" >&2
+    echo "== installing ${need[*]}"
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+          apt-get install -y -qq --no-install-recommends "${need[@]}"; }; } >/dev/null 2>&1 ||
+      echo "warning: could not install ${need[*]}; the suite skips what is missing" >&2
   else
-    echo "warning: strace is not installed (apt-get install strace)" >&2
+    echo "note: not installed: ${need[*]} (apt-get install ${need[*]}); the suite skips them" >&2
   fi
 fi
 
