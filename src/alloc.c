@@ -48,7 +48,7 @@ static inline heap_t *cur_heap(void) {
 
 /* ---- fast paths --------------------------------------------------------- */
 static NOINLINE void *malloc_slow(heap_t *h, size_t n) {
-  bool z;
+  bool z = false;
   void *p = heap_alloc_slow(h, n, 8, &z);
   if (unlikely(!p)) errno = ENOMEM;
   return p;
@@ -159,7 +159,7 @@ static void *alloc_general(size_t n, size_t align, bool *zeroed) {
 
 static void *alloc_aligned(size_t align, size_t n) {
   if (align <= 8 || (align <= 16 && n >= 16)) return rill_malloc(n);
-  bool z;
+  bool z = false;
   if (n > SIZE_MAX - align) {
     errno = ENOMEM;
     return NULL;
@@ -179,7 +179,7 @@ EXPORT void *rill_calloc(size_t count, size_t size) {
     if (p) memset(p, 0, n);
     return p;
   }
-  bool zeroed;
+  bool zeroed = true; /* in: zeroed memory wanted; out: it is zero */
   p = alloc_general(n, 8, &zeroed);
   if (p && !zeroed) memset(p, 0, n);
   return p;

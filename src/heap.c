@@ -426,9 +426,9 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
  * size is a multiple of the alignment: blocks sit at multiples of their size
  * from a slot-aligned (16 KiB) span start, so they come out aligned. */
 static void *heap_alloc_any(heap_t *h, size_t n, size_t align, bool *zeroed) {
-  *zeroed = false;
   size_t m = n > align ? n : align;
   if (m <= CLASS_MAX && align <= SLOT_SIZE) {
+    *zeroed = false;
     unsigned c = size_class(m);
     while (class_size(c) % align) c++;
     return heap_alloc_class(h, c);
@@ -702,7 +702,8 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
   uintptr_t start = span_start(sp), obj = start;
   if (align > SLOT_SIZE) obj = (start + align - 1) & ~(uintptr_t)(align - 1);
   size_t pg = rill_arena.page;
-  *zeroed = sp->fresh;
+  if (*zeroed && !sp->fresh) run_zero(sp, (char *)obj, n); /* calloc: what may not be zero */
+  *zeroed = *zeroed || sp->fresh;
   span_init_large(sp, obj - start, (n + pg - 1) & ~(pg - 1), h);
   return (void *)obj;
 }

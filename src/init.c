@@ -159,7 +159,7 @@ bool rill_init(void) {
     rill_opt.purge_free = opt_word("RILL_PURGE", advice, 2,
                                    ": unrecognised value, accepted: dontneed, free; "
                                    "using the default (dontneed)") == 1;
-    ok = arena_init() && pool_init() && heap_module_init();
+    ok = arena_init() && pool_init() && runs_init() && heap_module_init();
     if (ok) span_module_init();
     if (ok) atomic_store_explicit(&rill_ready, 1, REL);
   }

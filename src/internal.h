@@ -240,7 +240,10 @@ void pool_fork_parent(void) INTERNAL;
 void pool_fork_child(void) INTERNAL;
 
 /* ---- large runs (runs.c): spans of any length for large objects --------- */
+bool runs_init(void) INTERNAL;
 size_t run_slots(size_t bytes) INTERNAL;
+size_t run_dirty_bytes(const span_t *sp) INTERNAL;
+void run_zero(span_t *sp, char *p, size_t n) INTERNAL;
 span_t *run_get(size_t n) INTERNAL;
 void run_put(span_t *sp) INTERNAL;
 bool run_resize(span_t *sp, size_t n) INTERNAL;
@@ -340,6 +343,8 @@ extern heap_t rill_done_heap INTERNAL;  /* thread already cleaned up */
 extern span_t rill_empty_span INTERNAL; /* hot[] sentinel with no free blocks */
 extern __thread heap_t *rill_tls INTERNAL __attribute__((tls_model("initial-exec")));
 
+/* *zeroed: in, whether the caller needs zeroed memory (calloc), so a large
+ * object zeroes only what may not be zero; out, whether the memory is zero. */
 void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *heap_alloc_class(heap_t *h, unsigned cls) INTERNAL;
 void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) INTERNAL;

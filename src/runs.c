@@ -3,6 +3,8 @@
  * runs (address-ordered first fit in size bins), split on allocation, merged
  * with free neighbours on release and resized in place by realloc. Free runs
  * keep their pages for the pool's purge delay (scalloc §3.3). */
+#include <string.h>
+
 #include "internal.h"
 
 /* Why not power-of-two spans, as for small classes: an order served only
@@ -48,8 +50,78 @@ static unsigned bin_of(size_t n) {
   return b < BINS ? b : BINS - 1;
 }
 
+/* Which slots may hold data, a bit per slot (runs' slots only): set when a
+ * run comes back from its object or span, cleared when a purge gives its
+ * pages back. A free run merged from a resident piece and a purged one
+ * thus knows which slots are which: rill_stats counts only the resident
+ * ones as committed, a purge pass madvises only them, and calloc zeroes
+ * only them. With one flag per run, merging a 1 MiB resident run into a
+ * purged 500 MiB one made the whole run count as committed, and a calloc
+ * of it wrote all 500 MiB. Changed under the lock, read by rill_stats_get
+ * without it: atomic words. */
+static _Atomic uint64_t *dirty;
+
+bool runs_init(void) {
+  dirty = os_map((rill_arena.nslots + 63) / 64 * sizeof(uint64_t));
+  return dirty != NULL;
+}
+
+static void dirty_mark(size_t i, size_t n, bool on) {
+  while (n) {
+    size_t b = i % 64, k = 64 - b < n ? 64 - b : n;
+    uint64_t m = (k == 64 ? ~(uint64_t)0 : ((uint64_t)1 << k) - 1) << b;
+    if (on)
+      atomic_fetch_or_explicit(&dirty[i / 64], m, RLX);
+    else
+      atomic_fetch_and_explicit(&dirty[i / 64], ~m, RLX);
+    i += k;
+    n -= k;
+  }
+}
+
+/* The first slot from i on, below end, whose bit is `on`; end if none. */
+static size_t dirty_scan(size_t i, size_t end, bool on) {
+  while (i < end) {
+    uint64_t x = atomic_load_explicit(&dirty[i / 64], RLX);
+    x = (on ? x : ~x) & (~(uint64_t)0 << (i % 64));
+    if (x) {
+      size_t j = (i & ~(size_t)63) + (unsigned)__builtin_ctzll(x);
+      return j < end ? j : end;
+    }
+    i = (i & ~(size_t)63) + 64;
+  }
+  return end;
+}
+
+/* Bytes of run sp's slots that may hold data (rill_stats_get). */
+size_t run_dirty_bytes(const span_t *sp) {
+  size_t i = span_index(sp), end = i + span_nslots(sp), n = 0;
+  for (size_t s = dirty_scan(i, end, true); s < end; s = dirty_scan(s, end, true)) {
+    size_t e = dirty_scan(s, end, false);
+    n += e - s;
+    s = e;
+  }
+  return n << SLOT_SHIFT;
+}
+
+/* Zeroes what may be non-zero of bytes p .. p + n of a live run: the slots
+ * that were resident when it was handed out (calloc). */
+void run_zero(span_t *sp, char *p, size_t n) {
+  size_t i = span_index(sp), end = i + span_nslots(sp);
+  uintptr_t base = span_start(sp), lo = (uintptr_t)p, hi = lo + n;
+  for (size_t s = dirty_scan(i, end, true); s < end;) {
+    size_t e = dirty_scan(s, end, false);
+    uintptr_t a = base + ((s - i) << SLOT_SHIFT), b = base + ((e - i) << SLOT_SHIFT);
+    if (a < lo) a = lo;
+    if (b > hi) b = hi;
+    if (a < b) memset((void *)a, 0, b - a);
+    s = e < end ? dirty_scan(e, end, true) : end;
+  }
+}
+
+/* A free run has pages to give back: some slot resident, due at stamp. */
 static inline bool has_pages(const span_t *sp) {
-  return !sp->fresh && sp->stamp != UINT32_MAX;
+  return sp->stamp != UINT32_MAX;
 }
 
 static void unlink_run(span_t *sp) {
@@ -91,8 +163,8 @@ static void file_run(span_t *sp, size_t n) {
   insert_run(sp);
 }
 
-/* Folds b's memory state into a's: zero only if both are, and purge when
- * the younger of two resident parts is due. */
+/* Folds b's memory state into a's: purge when the younger of two resident
+ * parts is due (the dirty bits say which slots those are). */
 static void merge_state(span_t *a, const span_t *b) {
   if (has_pages(a) && has_pages(b))
     a->stamp = (int32_t)(b->stamp - a->stamp) > 0 ? b->stamp : a->stamp;
@@ -100,7 +172,6 @@ static void merge_state(span_t *a, const span_t *b) {
     a->stamp = b->stamp;
   else if (!has_pages(a))
     a->stamp = UINT32_MAX;
-  a->fresh = a->fresh && b->fresh;
 }
 
 /* Files a run that no longer holds an object, merged with free runs on
@@ -130,10 +201,10 @@ static void release(span_t *sp) {
 
 /* Makes the entry of the slot `at` slots into sp's run the head of a free
  * run starting there, with what is known of its pages; the caller files it. */
-static span_t *cut(const span_t *sp, size_t at, uint8_t fresh, uint32_t stamp) {
+static span_t *cut(const span_t *sp, size_t at, uint32_t stamp) {
   span_t *t = span_of_index(span_index(sp) + at);
   t->start = sp->start + (at << SLOT_SHIFT);
-  t->fresh = fresh;
+  t->fresh = 0; /* free runs: the dirty bits */
   t->stamp = stamp;
   t->cls = CLS_LARGE;
   t->order = 0;
@@ -163,7 +234,7 @@ static span_t *claim(size_t i, size_t n) {
 /* A run of exactly n slots for a large object or a big class's span: the
  * lowest-addressed free run that fits in the smallest bin that has one,
  * split; else fresh slots from the top of the arena. Its `fresh` tells the
- * caller whether it reads as zero. */
+ * caller whether it reads as zero (else run_zero clears what may not). */
 span_t *run_get(size_t n) {
   unsigned b = bin_of(n);
   spin_lock(&lock);
@@ -176,8 +247,9 @@ span_t *run_get(size_t n) {
   if (sp) {
     unlink_run(sp);
     size_t i = span_index(sp), m = sp->nslots;
-    if (m > n) file_run(cut(sp, n, sp->fresh, sp->stamp), m - n); /* the rest stays free */
+    if (m > n) file_run(cut(sp, n, sp->stamp), m - n); /* the rest stays free */
     claim(i, n);
+    sp->fresh = dirty_scan(i, i + n, true) == i + n;
   } else { /* under the lock too: a neighbour's release reads these heads */
     size_t i = arena_take(n);
     if (i) {
@@ -194,13 +266,13 @@ span_t *run_get(size_t n) {
  * (pool_put hands those on). */
 void run_put(span_t *sp) {
   uint64_t now = os_now_ms();
-  bool pages = !sp->fresh;
-  sp->stamp = pages ? (uint32_t)now : UINT32_MAX;
+  sp->stamp = (uint32_t)now;
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   spin_lock(&lock);
+  dirty_mark(span_index(sp), sp->nslots, true); /* its object or blocks wrote it */
   release(sp);
   spin_unlock(&lock);
-  if (pages) pool_pages_arrived();
+  pool_pages_arrived();
   pool_tick(now);
 }
 
@@ -214,8 +286,9 @@ bool run_resize(span_t *sp, size_t n) {
   bool ok = true, pages = false;
   spin_lock(&lock);
   if (n < m) {
-    span_t *t = cut(sp, n, 0, (uint32_t)os_now_ms());
+    span_t *t = cut(sp, n, (uint32_t)os_now_ms());
     span_set_nslots(t, m - n);
+    dirty_mark(i + n, m - n, true);
     release(t);
     pages = true;
   } else {
@@ -224,7 +297,7 @@ bool run_resize(span_t *sp, size_t n) {
     if (r && r->run_free && m + r->nslots >= n) {
       unlink_run(r);
       size_t rest = m + r->nslots - n;
-      if (rest) file_run(cut(sp, n, r->fresh, r->stamp), rest);
+      if (rest) file_run(cut(sp, n, r->stamp), rest);
       for (size_t s = j; s < i + n; s++) head_set(s, i);
     } else if (arena_extend(j, n - m)) { /* the run ends at the top of the arena */
       for (size_t s = j; s < i + n; s++) head_set(s, i);
@@ -266,14 +339,23 @@ size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
         }
       }
     spin_unlock(&lock);
+    /* only the slots that may hold data: a run merged from a resident piece
+     * and a purged one madvises the first alone */
+    bool zero = !lazy || !rill_opt.purge_free; /* MADV_FREE may leave data */
     for (unsigned k = 0; k < nd; k++) {
       span_t *sp = due[k];
-      bool whole;
-      bytes += pool_purge_range(span_start(sp), span_start(sp) + span_bytes(sp), lazy, &whole);
-      if (whole) {
-        if (!lazy || !rill_opt.purge_free) __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED);
-        sp->stamp = UINT32_MAX;
+      size_t i = span_index(sp), end = i + sp->nslots;
+      bool all = true;
+      for (size_t s = dirty_scan(i, end, true); s < end;) {
+        size_t e = dirty_scan(s, end, false);
+        bool whole;
+        uintptr_t a = span_start(sp) + ((s - i) << SLOT_SHIFT);
+        bytes += pool_purge_range(a, a + ((e - s) << SLOT_SHIFT), lazy, &whole);
+        all = all && whole;
+        if (whole && zero) dirty_mark(s, e - s, false);
+        s = e < end ? dirty_scan(e, end, true) : end;
       }
+      if (all) sp->stamp = UINT32_MAX;
     }
     spin_lock(&lock);
     for (unsigned k = 0; k < nd; k++) release(due[k]);

@@ -26,7 +26,10 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
       unsigned st = XF_STATE(x);
       if (st == ST_FREE) {
         s.spans_free++;
-        if (!__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED)) s.bytes_committed += bytes;
+        if (sp->run) /* a free run: the slots that may hold data */
+          s.bytes_committed += run_dirty_bytes(sp);
+        else if (!__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED))
+          s.bytes_committed += bytes;
       } else {
         s.bytes_committed += bytes;
         uint64_t used = st == ST_ATTACHED || st == ST_LISTED

@@ -4,11 +4,14 @@
  * instead of faulting in new pages, buffers that must move to grow past
  * 1 MiB leave the arena for mappings of their own, rill_collect gives free runs' pages
  * back, and threads that allocate, resize and free runs never overlap two
- * live blocks. Run with a long RILL_PURGE_DELAY_MS (ctest sets it), so no
- * timed purge empties a free run in the middle of a check. */
+ * live blocks; a free run merged from a resident piece and a purged one is
+ * counted and zeroed by calloc for the resident piece only. Run with a long
+ * RILL_PURGE_DELAY_MS (ctest sets it), so no timed purge empties a free run
+ * in the middle of a check. */
 #include "rill_test.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 static char *xmalloc(size_t n) {
@@ -204,6 +207,51 @@ static void collect_returns_runs(void) {
         start);
 }
 
+static size_t resident_bytes(const void *p, size_t n) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE), np = (n + pg - 1) / pg, r = 0;
+  unsigned char *vec = malloc(np);
+  if (!vec || mincore((void *)((uintptr_t)p & ~(pg - 1)), n, vec) != 0) DIE("mincore failed");
+  for (size_t i = 0; i < np; i++) r += vec[i] & 1;
+  free(vec);
+  return r * pg;
+}
+
+/* A free run merged from a resident piece and a purged one knows which is
+ * which: rill_stats counts only the resident piece as committed, and a
+ * calloc of the whole run writes only that piece. With one flag per run,
+ * the merged run counted 24 MiB committed and calloc wrote all of it. */
+static void merged_runs_know_their_pages(void) {
+  enum { BIG = 24, SMALL = 2 }; /* MiB; a run, not a huge block */
+  char *p = xmalloc(BIG * MiB);
+  char *q = T_realloc(p, SMALL * MiB); /* the tail goes back as a free run */
+  CHECK(q == p, "realloc %d -> %d MiB moved the block", BIG, SMALL);
+  T_trim(); /* purges the tail */
+  touch(q, SMALL * MiB, 5);
+  struct rill_stats s0, s1;
+  rill_stats_get(&s0);
+  T_free(q); /* merges with the purged tail */
+  rill_stats_get(&s1);
+  long grew = ((long)s1.bytes_committed - (long)s0.bytes_committed) / (long)KiB;
+  char *c = T_calloc(1, BIG * MiB);
+  if (!c) DIE("calloc(%d MiB) failed", BIG);
+  size_t res = resident_bytes(c, BIG * MiB);
+  long nonzero = 0;
+  for (size_t i = 0; i < BIG * MiB; i += sizeof(long)) nonzero += *(long *)(c + i) != 0;
+  printf("  %-38s committed %+ld KiB on the merge; calloc at %s: %zu KiB resident\n",
+         "merged runs know their pages", grew, c == p ? "the same run" : "another place",
+         res / KiB);
+  CHECK(grew < 1024,
+        "freeing %d MiB next to %d MiB of purged run raised committed bytes by %ld KiB", SMALL,
+        BIG - SMALL, grew);
+  CHECK(c == p, "calloc(%d MiB) did not take the merged free run at %p (got %p)", BIG, (void *)p,
+        (void *)c);
+  CHECK(res <= (SMALL + 1) * MiB,
+        "calloc over %d MiB resident and %d MiB purged made %zu KiB resident", SMALL, BIG - SMALL,
+        res / KiB);
+  CHECK(nonzero == 0, "calloc(%d MiB) returned %ld non-zero words", BIG, nonzero);
+  T_free(c);
+}
+
 /* Threads allocate, resize and free runs; each live block carries its
  * owner's tag in every page, so two live blocks sharing memory show up. */
 enum { THREADS = 4, SLOTS = 8 };
@@ -268,5 +316,6 @@ int main(int argc, char **argv) {
   collect_returns_runs();
   threads_never_share();
   collect_returns_runs();
+  merged_runs_know_their_pages();
   return t_finish("test_runs");
 }
