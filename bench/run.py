@@ -990,6 +990,68 @@ def syscalls_section(h: Harness, specs, allocs) -> list[str]:
     return L
 
 
+# The benchmark-suite issue's "where rill must stand": rill's median time at
+# most the best peer's on these benchmarks at 1 and 2 threads, no cell worse
+# than 1.25x the best peer, peak RSS within 1.1x of the best peer's.
+TIME_TARGETS = ("threadtest", "larson", "consume", "recycle", "shbench", "randalloc")
+
+
+def targets_section(measured, allocs) -> list[str]:
+    """rill against the best peer (every allocator not built from rill's
+    sources), cell by cell, for the three targets."""
+    if not any(a.name == "rill" for a in allocs):
+        return []
+    peers = [a.name for a in allocs if not a.name.startswith("rill")]
+    if not peers:
+        return []
+    time_rows, over, rss_met, rss_cells, rss_over = [], [], 0, 0, []
+    for spec, keys, med in measured:
+        for k in keys:
+            r = med.get(("rill", k), {})
+            ps = {n: med[(n, k)] for n in peers if "value" in med.get((n, k), {})}
+            if "value" not in r or not ps:
+                continue
+            col = f"{k}" if spec.kind == "sweep" else f"{k} thr"
+            higher = r["metric"] in HIGHER_IS_BETTER
+            vals = {n: c["value"] for n, c in ps.items() if c["value"] > 0}
+            if vals and r["value"] > 0:
+                best = max(vals, key=vals.get) if higher else min(vals, key=vals.get)
+                f = vals[best] / r["value"] if higher else r["value"] / vals[best]
+                if spec.name in TIME_TARGETS and spec.kind == "threads" and k in (1, 2):
+                    time_rows.append([spec.name, col, f"{f:.2f}x", best,
+                                      "met" if f <= 1.0 else "not met"])
+                if f > 1.25:
+                    over.append(f"{spec.name} {col}: {f:.2f}x {best}")
+            rss = {n: c["rss_kib"] for n, c in ps.items() if c.get("rss_kib")}
+            if rss and r.get("rss_kib"):
+                best = min(rss, key=rss.get)
+                f = r["rss_kib"] / rss[best]
+                rss_cells += 1
+                if f <= 1.1:
+                    rss_met += 1
+                else:
+                    rss_over.append(f"{spec.name} {col}: {f:.2f}x {best}")
+    if not time_rows and not rss_cells:
+        return []
+    L = ["## Against the targets", "",
+         "rill's median against the best peer's (peers: " + ", ".join(peers) + "), "
+         "by the benchmark-suite issue's targets. A ratio over 1.00x means rill is behind.", ""]
+    if time_rows:
+        met = sum(1 for r in time_rows if r[-1] == "met")
+        L.append(f"- Time at 1 and 2 threads, at most the best peer's: {met} of "
+                 f"{len(time_rows)} cells.")
+        L.append("")
+        L += md_table(["benchmark", "threads", "rill / best peer", "best peer", "target"], time_rows)
+        L.append("")
+    L.append(f"- No cell worse than 1.25x the best peer: {len(over)} cell(s) are"
+             + (": " + "; ".join(over) + "." if over else "."))
+    if rss_cells:
+        L.append(f"- Peak RSS within 1.1x of the best peer's: {rss_met} of {rss_cells} cells"
+                 + ("; over it: " + "; ".join(rss_over) + "." if rss_over else "."))
+    L.append("")
+    return L
+
+
 def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts, info, cg,
                   charts: list[str], chart_note: str) -> str:
     a = h.args
@@ -1018,11 +1080,13 @@ def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts,
     per_bench_rel = {}  # spec name -> {(alloc, key): factor}
     thread_rel = {}  # (alloc, threads) -> [factors]
     mem_sections = []
+    measured = []  # (spec, keys, medians) for the targets
     for spec in specs:
         keys = column_keys(spec, thread_counts)
         med = medians(h.records, spec, allocs, keys)
         if not any("value" in c for c in med.values()):
             continue
+        measured.append((spec, keys, med))
         rl = relative(med, allocs, keys)
         if spec.geomean:
             per_bench_rel[spec.name] = rl
@@ -1067,6 +1131,8 @@ def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts,
         L += md_table(head, rows)
         L.append("")
         mem_sections.append((spec.name, head[:len(keys) + 1], mrows))
+
+    L += targets_section(measured, allocs)
 
     # geometric means across benchmarks
     if per_bench_rel:
