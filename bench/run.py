@@ -1041,7 +1041,8 @@ def targets_section(measured, allocs) -> list[str]:
         L.append(f"- Time at 1 and 2 threads, at most the best peer's: {met} of "
                  f"{len(time_rows)} cells.")
         L.append("")
-        L += md_table(["benchmark", "threads", "rill / best peer", "best peer", "target"], time_rows)
+        L += md_table(["benchmark", "threads", "rill / best peer", "best peer", "target"],
+                      time_rows)
         L.append("")
     L.append(f"- No cell worse than 1.25x the best peer: {len(over)} cell(s) are"
              + (": " + "; ".join(over) + "." if over else "."))
