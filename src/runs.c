@@ -208,7 +208,7 @@ static span_t *cut(const span_t *sp, size_t at, uint32_t stamp) {
   t->stamp = stamp;
   t->cls = CLS_LARGE;
   t->order = 0;
-  t->run = 1;
+  __atomic_store_n(&t->run, 1, __ATOMIC_RELAXED); /* rill_stats_get reads it */
   atomic_store_explicit(&t->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   return t;
 }
@@ -227,7 +227,7 @@ static span_t *claim(size_t i, size_t n) {
   sp->start = rill_arena.base + (i << SLOT_SHIFT);
   span_set_nslots(sp, n);
   sp->order = 0; /* not a power-of-two span: span_bytes reads nslots */
-  sp->run = 1;
+  __atomic_store_n(&sp->run, 1, __ATOMIC_RELAXED);
   return sp;
 }
 

@@ -26,7 +26,7 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
       unsigned st = XF_STATE(x);
       if (st == ST_FREE) {
         s.spans_free++;
-        if (sp->run) /* a free run: the slots that may hold data */
+        if (__atomic_load_n(&sp->run, __ATOMIC_RELAXED)) /* a free run: its dirty slots */
           s.bytes_committed += run_dirty_bytes(sp);
         else if (!__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED))
           s.bytes_committed += bytes;
