@@ -93,14 +93,19 @@ static size_t dirty_scan(size_t i, size_t end, bool on) {
   return end;
 }
 
+/* The next range of slots that may hold data, [*s, *e), from *s on and
+ * below end; false if there is none. */
+static bool dirty_next(size_t *s, size_t *e, size_t end) {
+  *s = dirty_scan(*s, end, true);
+  if (*s >= end) return false;
+  *e = dirty_scan(*s, end, false);
+  return true;
+}
+
 /* Bytes of run sp's slots that may hold data (rill_stats_get). */
 size_t run_dirty_bytes(const span_t *sp) {
   size_t i = span_index(sp), end = i + span_nslots(sp), n = 0;
-  for (size_t s = dirty_scan(i, end, true); s < end; s = dirty_scan(s, end, true)) {
-    size_t e = dirty_scan(s, end, false);
-    n += e - s;
-    s = e;
-  }
+  for (size_t s = i, e; dirty_next(&s, &e, end); s = e) n += e - s;
   return n << SLOT_SHIFT;
 }
 
@@ -109,13 +114,11 @@ size_t run_dirty_bytes(const span_t *sp) {
 void run_zero(span_t *sp, char *p, size_t n) {
   size_t i = span_index(sp), end = i + span_nslots(sp);
   uintptr_t base = span_start(sp), lo = (uintptr_t)p, hi = lo + n;
-  for (size_t s = dirty_scan(i, end, true); s < end;) {
-    size_t e = dirty_scan(s, end, false);
+  for (size_t s = i, e; dirty_next(&s, &e, end); s = e) {
     uintptr_t a = base + ((s - i) << SLOT_SHIFT), b = base + ((e - i) << SLOT_SHIFT);
     if (a < lo) a = lo;
     if (b > hi) b = hi;
     if (a < b) memset((void *)a, 0, b - a);
-    s = e < end ? dirty_scan(e, end, true) : end;
   }
 }
 
@@ -346,14 +349,12 @@ size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
       span_t *sp = due[k];
       size_t i = span_index(sp), end = i + sp->nslots;
       bool all = true;
-      for (size_t s = dirty_scan(i, end, true); s < end;) {
-        size_t e = dirty_scan(s, end, false);
+      for (size_t s = i, e; dirty_next(&s, &e, end); s = e) {
         bool whole;
         uintptr_t a = span_start(sp) + ((s - i) << SLOT_SHIFT);
         bytes += pool_purge_range(a, a + ((e - s) << SLOT_SHIFT), lazy, &whole);
         all = all && whole;
         if (whole && zero) dirty_mark(s, e - s, false);
-        s = e < end ? dirty_scan(e, end, true) : end;
       }
       if (all) sp->stamp = UINT32_MAX;
     }
