@@ -443,6 +443,7 @@ heap_t *heap_get_slow(void) {
   if (!h) return NULL;
   rill_tls = h;
   rill_thread_register(h);
+  purger_thread_seen();
   return h;
 }
 

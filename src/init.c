@@ -153,7 +153,13 @@ bool rill_init(void) {
   if (!ok) {
     rill_opt.show_stats = opt_bool("RILL_SHOW_STATS", false);
     rill_opt.hugepages = opt_bool("RILL_HUGEPAGES", false);
-    purger_init(opt_bool("RILL_PURGE_THREAD", false));
+    /* "auto", then pairs of off and on words: odd indices are off */
+    static const char *const purger[] = {"auto", "0",   "1",   "false", "true",
+                                         "no",   "yes", "off", "on"};
+    unsigned pt = opt_word("RILL_PURGE_THREAD", purger, 9,
+                           ": unrecognised value, accepted: auto, 1/0, true/false, yes/no, "
+                           "on/off; using the default (auto)");
+    purger_init(pt == 0 ? PURGE_THREAD_AUTO : pt % 2 ? PURGE_THREAD_OFF : PURGE_THREAD_ON);
     rill_opt.purge_delay = opt_uint("RILL_PURGE_DELAY_MS", 1000, 0, 3600000);
     static const char *const advice[] = {"dontneed", "free"};
     rill_opt.purge_free = opt_word("RILL_PURGE", advice, 2,

@@ -253,11 +253,13 @@ void runs_fork_parent(void) INTERNAL;
 void runs_fork_child(void) INTERNAL;
 
 /* ---- background purger (purger.c), RILL_PURGE_THREAD ------------------ */
-void purger_init(bool on) INTERNAL;
+enum { PURGE_THREAD_AUTO = 0, PURGE_THREAD_OFF = 1, PURGE_THREAD_ON = 2 }; /* the option */
+void purger_init(unsigned mode) INTERNAL;
+void purger_thread_seen(void) INTERNAL;
 void purger_start_slow(void) INTERNAL;
 void purger_fork_child(void) INTERNAL;
 extern _Atomic int rill_purger_state INTERNAL; /* PURGER_* */
-enum { PURGER_OFF = 0, PURGER_WANTED = 1, PURGER_RUNNING = 2 };
+enum { PURGER_OFF = 0, PURGER_WANTED = 1, PURGER_RUNNING = 2, PURGER_AUTO = 3 };
 /* Slow paths call this where they hold no rill lock: the purger starts once
  * the pool first holds pages (so short programs never get the thread). */
 static inline void purger_poll(void) {

@@ -1,16 +1,20 @@
-/* purger.c - the optional background purger (RILL_PURGE_THREAD=1): one thread
- * that runs the pool's timed purge while the program is idle, so RSS falls
- * after a burst even when no thread allocates or frees again. It sleeps on
- * the pool's futex whenever no pooled span holds pages. */
+/* purger.c - the background purger: one thread that runs the pool's timed
+ * purge while the program is idle, so RSS falls after a burst even when no
+ * thread allocates or frees again. It sleeps on the pool's futex whenever no
+ * pooled span holds pages. By default (RILL_PURGE_THREAD=auto) only processes
+ * that already run a second thread get it. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 
 #include "internal.h"
 
-/* PURGER_OFF: not asked for, or could not start; PURGER_WANTED: start at the
- * next point where no rill lock is held; PURGER_RUNNING: the thread exists. */
+/* PURGER_OFF: not asked for, or could not start; PURGER_AUTO: wanted once a
+ * second thread of the process has a heap; PURGER_WANTED: start at the next
+ * point where no rill lock is held; PURGER_RUNNING: the thread exists. */
 _Atomic int rill_purger_state;
+static unsigned mode;            /* RILL_PURGE_THREAD: PURGE_THREAD_* */
+static _Atomic uint32_t threads; /* threads that took a heap, since start or fork */
 
 static void *purger_main(void *arg) {
   (void)arg;
@@ -39,8 +43,9 @@ static void purger_create(void) {
   pthread_attr_destroy(&at);
   if (err) {
     atomic_store_explicit(&rill_purger_state, PURGER_OFF, RLX);
-    rill_message("RILL_PURGE_THREAD: cannot start the purger thread; ",
-                 "pages are given back on allocator activity only");
+    if (mode == PURGE_THREAD_ON) /* by default, no word: the program did not ask */
+      rill_message("RILL_PURGE_THREAD: cannot start the purger thread; ",
+                   "pages are given back on allocator activity only");
     return;
   }
   pthread_setname_np(t, "rill-purger");
@@ -49,9 +54,24 @@ static void purger_create(void) {
 
 /* The comparison variants run every operation under their own locks, and
  * pthread_create allocates: they have no purger. */
-void purger_init(bool on) {
-  atomic_store_explicit(&rill_purger_state, on && RILL_VARIANT == 0 ? PURGER_WANTED : PURGER_OFF,
-                        RLX);
+void purger_init(unsigned m) {
+  static const int first[] = {[PURGE_THREAD_AUTO] = PURGER_AUTO,
+                              [PURGE_THREAD_OFF] = PURGER_OFF,
+                              [PURGE_THREAD_ON] = PURGER_WANTED};
+  mode = m;
+  atomic_store_explicit(&rill_purger_state, RILL_VARIANT == 0 ? first[m] : PURGER_OFF, RLX);
+}
+
+/* Each thread's first heap (heap_get_slow). The default mode starts the
+ * purger only in a process that is already multithreaded: a single-threaded
+ * one may need to stay so (unshare(CLONE_NEWUSER) and setns into a user
+ * namespace fail in a multithreaded process), and one more thread in a
+ * process that has several costs nothing it would notice. Idle servers are
+ * multithreaded, and they are the programs whose RSS must come down. */
+void purger_thread_seen(void) {
+  if (atomic_fetch_add_explicit(&threads, 1, RLX) + 1 < 2) return;
+  int expect = PURGER_AUTO;
+  atomic_compare_exchange_strong_explicit(&rill_purger_state, &expect, PURGER_WANTED, RLX, RLX);
 }
 
 /* Called through purger_poll where no rill lock is held (the allocation slow
@@ -65,9 +85,14 @@ void purger_start_slow(void) {
     purger_create();
 }
 
-/* The child of fork has no purger: it starts a new one at its next slow
- * path (a pre-forked server's workers want one too). */
+/* The child of fork has no purger. Asked for with RILL_PURGE_THREAD=1, it
+ * starts a new one at its next slow path (a pre-forked server's workers want
+ * one too); by default, only once the child itself runs a second thread: a
+ * child that sets up a namespace before exec is single-threaded. */
 void purger_fork_child(void) {
-  if (atomic_load_explicit(&rill_purger_state, RLX) == PURGER_RUNNING)
-    atomic_store_explicit(&rill_purger_state, PURGER_WANTED, RLX);
+  atomic_store_explicit(&threads, 1, RLX); /* the forking thread */
+  int st = atomic_load_explicit(&rill_purger_state, RLX);
+  if (st == PURGER_OFF) return;
+  atomic_store_explicit(&rill_purger_state, mode == PURGE_THREAD_ON ? PURGER_WANTED : PURGER_AUTO,
+                        RLX);
 }

@@ -32,13 +32,14 @@ fi
 
 # 3. Malformed options: one line each naming the variable and the accepted
 #    values, the program still runs normally.
-err=$(RILL_PURGE_DELAY_MS=soon RILL_PURGE=later RILL_HUGEPAGES=2 RILL_SHOW_STATS=maybe \
+err=$(RILL_PURGE_DELAY_MS=soon RILL_PURGE=later RILL_HUGEPAGES=2 RILL_SHOW_STATS=maybe RILL_PURGE_THREAD=sometimes \
   LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
 rc=$?
 for v in "RILL_PURGE_DELAY_MS: unrecognised value, accepted: a whole number from 0 to 3600000" \
   "RILL_PURGE: unrecognised value, accepted: dontneed, free" \
   "RILL_HUGEPAGES: unrecognised value, accepted: 1/0" \
-  "RILL_SHOW_STATS: unrecognised value, accepted: 1/0"; do
+  "RILL_SHOW_STATS: unrecognised value, accepted: 1/0" \
+  "RILL_PURGE_THREAD: unrecognised value, accepted: auto, 1/0"; do
   if [ "$(grep -c "^rill: $v" <<<"$err")" != 1 ]; then
     echo "FAIL: expected exactly one warning line 'rill: $v...'; stderr was:"
     echo "$err"
@@ -49,7 +50,7 @@ if [ $rc -ne 0 ]; then
   echo "FAIL: the program did not run normally with malformed options (exit $rc)"
   fail=1
 fi
-err=$(RILL_PURGE_DELAY_MS=250 RILL_PURGE=free RILL_HUGEPAGES=on LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
+err=$(RILL_PURGE_DELAY_MS=250 RILL_PURGE=free RILL_HUGEPAGES=on RILL_PURGE_THREAD=AUTO LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
 if grep -q '^rill:' <<<"$err"; then
   echo "FAIL: valid options drew a warning: $err"
   fail=1

@@ -1,14 +1,20 @@
-/* test_purger.c - proves the background purger (RILL_PURGE_THREAD=1) gives the
- * pages of freed spans back while the program is idle: no allocator call runs
- * after the frees, yet RSS falls. Also: the thread starts only once the pool
- * holds pages, blocks every signal, and comes back in a forked child.
+/* test_purger.c - proves the background purger gives the pages of freed
+ * spans back while the program is idle: no allocator call runs after the
+ * frees, yet RSS falls. Also: the thread starts only once the pool holds
+ * pages, blocks every signal, and comes back in a forked child.
  *
  *   test_purger            run with RILL_PURGE_THREAD=1 (CTest sets it)
- *   test_purger --control  run without it: RSS must stay up while idle, which
- *                          shows the first run measures the purger, not chance */
+ *   test_purger --auto     run with the default (auto): no purger while the
+ *                          process has one thread, in the parent or in a
+ *                          forked child; one, returning RSS, once a second
+ *                          thread has allocated
+ *   test_purger --control  run with RILL_PURGE_THREAD=0 and a second thread:
+ *                          RSS must stay up while idle, which shows the other
+ *                          runs measure the purger, not chance */
 #include "rill_test.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -122,24 +128,81 @@ static void check_idle_return(const char *who, size_t base, size_t bytes) {
         who, end / MiB, base / MiB, bytes / MiB);
 }
 
+static void *one_malloc(void *arg) {
+  free(keep(malloc(64)));
+  return arg;
+}
+
+/* A second thread that allocates and exits: the process is multithreaded. */
+static void second_thread(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, one_malloc, NULL) != 0) DIE("pthread_create failed");
+  pthread_join(t, NULL);
+}
+
+/* Without a second thread, the default keeps the pages of a burst while idle
+ * (as the control run does) and starts no thread. */
+static void check_single_keeps(const char *who, size_t base, size_t bytes) {
+  bool blocked;
+  burst(bytes, 777);
+  size_t end = idle_until_below(base + bytes / 8, 1500);
+  printf("%s: RSS %zu MiB at start, %zu MiB after 1.5 s idle with one thread\n", who, base / MiB,
+         end / MiB);
+  CHECK(purger_threads(&blocked) == 0, "%s: a purger thread runs in a single-threaded process",
+        who);
+  CHECK(end >= base + bytes / 2, "%s: single-threaded idle RSS fell to %zu MiB with no purger", who,
+        end / MiB);
+}
+
+static int run_auto(size_t base, size_t bytes) {
+  bool blocked;
+  check_single_keeps("auto, one thread", base, bytes);
+  rill_collect(true); /* back to the start for the next phase */
+  second_thread();
+  check_idle_return("auto, after a second thread", base, bytes);
+  CHECK(purger_threads(&blocked) == 1, "auto: expected one rill-purger thread");
+  CHECK(blocked, "the purger thread does not block every signal");
+
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) DIE("fork failed");
+  if (pid == 0) { /* single-threaded again: no purger until it runs a second thread */
+    size_t cbase = rss_raw();
+    check_single_keeps("auto, forked child", cbase, bytes / 2);
+    rill_collect(true);
+    second_thread();
+    check_idle_return("auto, forked child after a second thread", cbase, bytes / 2);
+    CHECK(purger_threads(&blocked) == 1, "auto: the forked child has no purger thread");
+    fflush(stdout);
+    _exit(atomic_load(&t_failures) ? 1 : 0);
+  }
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) DIE("waitpid failed");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked child failed (status %d)", st);
+  return t_finish("test_purger --auto");
+}
+
 int main(int argc, char **argv) {
   bool control = argc > 1 && strcmp(argv[1], "--control") == 0;
+  bool autom = argc > 1 && strcmp(argv[1], "--auto") == 0;
   const size_t bytes = 128 * MiB;
   bool blocked;
 
   free(keep(malloc(64))); /* rill is up; nothing pooled yet */
   size_t base = rss_raw();
   CHECK(purger_threads(&blocked) == 0, "a purger thread runs before the pool held any pages");
+  if (autom) return run_auto(base, bytes);
 
   if (control) {
+    second_thread(); /* RILL_PURGE_THREAD=0 holds even in a multithreaded process */
     burst(bytes, 12345);
     size_t end = idle_until_below(base + bytes / 8, 1500);
     printf("control: RSS %zu MiB at start, %zu MiB after 1.5 s idle without the purger\n",
            base / MiB, end / MiB);
     CHECK(end >= base + bytes / 2,
-          "without RILL_PURGE_THREAD idle RSS fell to %zu MiB: the purger run proves nothing",
+          "with RILL_PURGE_THREAD=0 idle RSS fell to %zu MiB: the purger run proves nothing",
           end / MiB);
-    CHECK(purger_threads(&blocked) == 0, "a purger thread runs without RILL_PURGE_THREAD");
+    CHECK(purger_threads(&blocked) == 0, "a purger thread runs with RILL_PURGE_THREAD=0");
     return t_finish("test_purger --control");
   }
 
