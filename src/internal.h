@@ -310,6 +310,7 @@ size_t class_slots(unsigned cls) INTERNAL;
 #define RUN_ORDER 3
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
+#define STASH_ORDERS RUN_ORDER /* bigger spans are runs, which go back to runs.c */
 typedef struct heap {
   _Alignas(64) span_t *direct[DIRECT_N]; /* hot span by (n + 7) / 8 for n <= 1024: one
                                           * load, no class lookup, on the malloc fast path */
@@ -329,6 +330,12 @@ typedef struct heap {
   _Atomic uint32_t gen;       /* counts the threads that have owned this record */
   _Atomic uint32_t next_free; /* heap free list link (id + 1) */
   _Atomic uint64_t remote_frees;
+  /* Spans this heap's own frees emptied, most recent first, per order below
+   * RUN_ORDER (heap.c, "the stash"); under `lock`, since timed passes and
+   * rill_collect hand them to the pool from any thread. */
+  span_t *stash[STASH_ORDERS], *stash_tail[STASH_ORDERS];
+  _Atomic uint32_t stash_slots; /* slots the stash holds, for its budget */
+  uint32_t stash_pops;          /* spans taken from it (the owner's only) */
 #if RILL_DEBUG
   _Atomic uint32_t owner_tid; /* the thread that owns this record now */
 #endif
@@ -356,6 +363,8 @@ void heap_queue(span_t *sp) INTERNAL;
 heap_t *heap_get_slow(void) INTERNAL;
 void heap_thread_done(heap_t *h) INTERNAL;
 void heap_collect(heap_t *h) INTERNAL;
+void heap_stashes_flush(void) INTERNAL;
+bool heap_stashed(void) INTERNAL;
 size_t heap_sweep_all(void) INTERNAL;
 heap_t *heap_at(uint32_t id) INTERNAL;
 uint32_t heap_count(void) INTERNAL;

@@ -22,8 +22,14 @@ static void *purger_main(void *arg) {
   for (;;) {
     pool_wait_pages();
     os_sleep_ms(step);
-    /* a pass leaves the spans too young to go; when none are left, settle */
-    if (pool_purge_timed(os_now_ms()) == 0) pool_settle();
+    heap_stashes_flush(); /* heaps' stashes to the pool, so the pass sees them */
+    /* a pass leaves the spans too young to go; when none are left, settle.
+     * A stash pushed meanwhile either sees the flag down (and raises it) or
+     * is seen here: settle's fence and the pusher's pair up. */
+    if (pool_purge_timed(os_now_ms()) == 0) {
+      pool_settle();
+      if (heap_stashed()) pool_pages_arrived();
+    }
   }
   return NULL;
 }

@@ -1,0 +1,131 @@
+/* test_stash.c - proves the heap's stash (src/heap.c): a span that the
+ * owner's own frees emptied is the thread's next span of its order, the most
+ * recently emptied first; and a stash never strands pages: the spans an idle
+ * thread stashed reach the pool and are purged, by the purger thread or, with
+ * none, by another thread's span changes on the beat of the timed passes.
+ *
+ *   test_stash reuse   the next span is the one emptied last
+ *   test_stash idle    an idle thread's stash is purged (run it with the
+ *                      purger: the default, since the test is multithreaded)
+ *   test_stash beat    the same with RILL_PURGE_THREAD=0, while the main
+ *                      thread allocates and frees in spans of another order
+ *
+ * CTest runs the last two with RILL_PURGE_DELAY_MS=100. */
+#include <pthread.h>
+#include <semaphore.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "rill_test.h"
+
+#define SMALL  64    /* a class whose spans are one 16 KiB slot */
+#define OTHER  400   /* a class whose spans are two slots */
+#define SPAN   16384 /* bytes of a SMALL span */
+#define NSPANS 24    /* spans a worker fills and empties: well inside the stash */
+
+static sem_t filled, done;
+static uintptr_t emptied[NSPANS]; /* an address inside each span the worker emptied */
+static size_t nemptied;
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* Fills NSPANS + 1 spans with SMALL blocks and frees all of them; the last
+ * span stays the worker's hot span, the others are emptied by the owner's
+ * own frees, in address order. Records one page of each emptied span. */
+static void fill_and_empty(void) {
+  size_t per = SPAN / SMALL, n = per * (NSPANS + 1);
+  void **o = malloc(n * sizeof *o);
+  if (!o) DIE("malloc failed");
+  for (size_t i = 0; i < n; i++) {
+    o[i] = keep(malloc(SMALL));
+    if (!o[i]) DIE("malloc(%d) failed", SMALL);
+    memset(o[i], 0x6b, SMALL);
+  }
+  nemptied = 0;
+  for (size_t i = 0; i < n; i++) {
+    uintptr_t a = (uintptr_t)o[i];
+    if (i % per == 0 && nemptied < NSPANS && (a & (SPAN - 1)) == 0) emptied[nemptied++] = a;
+    free(o[i]);
+  }
+  free(o);
+}
+
+/* The stashed spans' pages that are still resident. */
+static size_t resident_pages(void) {
+  size_t n = 0;
+  for (size_t i = 0; i < nemptied; i++) {
+    unsigned char v[SPAN / 4096];
+    size_t pages = SPAN / page_size() ? SPAN / page_size() : 1;
+    if (mincore((void *)emptied[i], SPAN, v) != 0) DIE("mincore failed");
+    for (size_t k = 0; k < pages; k++) n += v[k] & 1;
+  }
+  return n;
+}
+
+static void *worker(void *arg) {
+  (void)arg;
+  fill_and_empty();
+  sem_post(&filled);
+  sem_wait(&done); /* idle, with its stash, until main has looked */
+  return NULL;
+}
+
+/* The next span of the order is the one emptied last, not the pool's
+ * lowest address (which is where a span went before the stash). */
+static void *reuse(void *arg) {
+  (void)arg;
+  fill_and_empty();
+  CHECK(nemptied >= 2, "only %zu spans recorded", nemptied);
+  /* another class of the same order takes a new span */
+  char *p = keep(malloc(SMALL * 2));
+  uintptr_t last = emptied[nemptied - 1], span = (uintptr_t)p & ~(uintptr_t)(SPAN - 1);
+  CHECK(span == last, "the next span is %#lx, not the one emptied last (%#lx; first %#lx)",
+        (unsigned long)span, (unsigned long)last, (unsigned long)emptied[0]);
+  free(p);
+  return NULL;
+}
+
+static void run_thread(void *(*fn)(void *), pthread_t *t) {
+  if (pthread_create(t, NULL, fn, NULL) != 0) DIE("pthread_create failed");
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "";
+  pthread_t t;
+  free(keep(malloc(16))); /* the main thread's heap first */
+  if (!strcmp(mode, "reuse")) {
+    run_thread(reuse, &t);
+    pthread_join(t, NULL);
+    return t_finish("test_stash reuse");
+  }
+  bool beat = !strcmp(mode, "beat");
+  if (!beat && strcmp(mode, "idle")) DIE("usage: test_stash reuse|idle|beat");
+  sem_init(&filled, 0, 0);
+  sem_init(&done, 0, 0);
+  run_thread(worker, &t);
+  sem_wait(&filled);
+  size_t before = resident_pages();
+  CHECK(before > 0, "the emptied spans' pages were gone at once: the test shows nothing");
+  size_t now = before;
+  unsigned ms = 0;
+  for (; ms < 4000 && now > 0; ms += 20) {
+    if (beat) { /* span changes of another order, in this thread */
+      void *o[200];
+      for (int i = 0; i < 200; i++) o[i] = keep(malloc(OTHER));
+      for (int i = 0; i < 200; i++) free(o[i]);
+    }
+    sleep_ms(20);
+    now = resident_pages();
+  }
+  printf("%s: %zu of the idle worker's stashed pages resident at first, %zu after %u ms\n", mode,
+         before, now, ms);
+  CHECK(now == 0, "%s: %zu pages of an idle thread's stash still resident after %u ms", mode, now,
+        ms);
+  sem_post(&done);
+  pthread_join(t, NULL);
+  return t_finish(beat ? "test_stash beat" : "test_stash idle");
+}
