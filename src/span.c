@@ -83,6 +83,19 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h, bool warm) {
   dbg_event(sp, EV_INIT);
 }
 
+/* A stashed span back for its own class, its local lists whole: the blocks
+ * stay where the frees linked them, nothing is carved again. */
+void span_rewarm(span_t *sp, heap_t *h) {
+  sp->bsize = (uint32_t)class_size(sp->cls);
+  sp->prev = sp->next = NULL;
+  used_set(sp, 0);
+  atomic_store_explicit(&sp->check, 0, RLX);
+  span_set_heap(sp, h);
+  atomic_store_explicit(&sp->attached, h, RLX);
+  atomic_store_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), REL);
+  dbg_event(sp, EV_INIT);
+}
+
 /* A large object owns its whole span; the span floats from birth, so any
  * thread's free returns it straight to the pool. */
 void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
@@ -270,7 +283,7 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t idx) {
       atomic_compare_exchange_strong_explicit(&sp->check, &one, CHECK_ALL, RLX, RLX);
     if (XF_COUNT(nw) == atomic_load_explicit(&sp->used, memory_order_seq_cst) &&
         atomic_compare_exchange_strong_explicit(&sp->xf, &nw, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
-      heap_claimed(sp);
+      heap_claimed(sp, false);
   } else if (nst != st) {
     dbg_event(sp, EV_REMOTE);
     if (nst == ST_FREE)

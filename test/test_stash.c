@@ -5,6 +5,8 @@
  * none, by another thread's span changes on the beat of the timed passes.
  *
  *   test_stash reuse   the next span is the one emptied last
+ *   test_stash rewarm  back for its own class, it keeps the list its frees
+ *                      built (nothing is carved again)
  *   test_stash idle    an idle thread's stash is purged (run it with the
  *                      purger: the default, since the test is multithreaded)
  *   test_stash beat    the same with RILL_PURGE_THREAD=0, while the main
@@ -89,6 +91,27 @@ static void *reuse(void *arg) {
   return NULL;
 }
 
+/* Back for its own class, the span keeps the list its frees built: the
+ * first block handed out is the one freed last (the span's highest), not
+ * its first (a formatted span is carved from the bottom). */
+static void *rewarm(void *arg) {
+  (void)arg;
+  fill_and_empty();
+  size_t per = SPAN / SMALL;
+  void **hot = malloc(per * sizeof *hot);
+  if (!hot) DIE("malloc failed");
+  for (size_t i = 0; i < per; i++) hot[i] = keep(malloc(SMALL)); /* use up the hot span */
+  char *p = keep(malloc(SMALL));
+  uintptr_t last = emptied[nemptied - 1];
+  CHECK((uintptr_t)p == last + SPAN - SMALL,
+        "the stashed span came back at %#lx, not at its last freed block %#lx (span %#lx)",
+        (unsigned long)p, (unsigned long)(last + SPAN - SMALL), (unsigned long)last);
+  free(p);
+  for (size_t i = 0; i < per; i++) free(hot[i]);
+  free(hot);
+  return NULL;
+}
+
 static void run_thread(void *(*fn)(void *), pthread_t *t) {
   if (pthread_create(t, NULL, fn, NULL) != 0) DIE("pthread_create failed");
 }
@@ -97,13 +120,14 @@ int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   pthread_t t;
   free(keep(malloc(16))); /* the main thread's heap first */
-  if (!strcmp(mode, "reuse")) {
-    run_thread(reuse, &t);
+  if (!strcmp(mode, "reuse") || !strcmp(mode, "rewarm")) {
+    bool re = !strcmp(mode, "rewarm");
+    run_thread(re ? rewarm : reuse, &t);
     pthread_join(t, NULL);
-    return t_finish("test_stash reuse");
+    return t_finish(re ? "test_stash rewarm" : "test_stash reuse");
   }
   bool beat = !strcmp(mode, "beat");
-  if (!beat && strcmp(mode, "idle")) DIE("usage: test_stash reuse|idle|beat");
+  if (!beat && strcmp(mode, "idle")) DIE("usage: test_stash reuse|rewarm|idle|beat");
   sem_init(&filled, 0, 0);
   sem_init(&done, 0, 0);
   run_thread(worker, &t);
