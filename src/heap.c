@@ -170,8 +170,9 @@ static void list_to_tail(heap_t *h, span_t *sp) {
  * recent first, rather than straight to the pool: the thread's next span of
  * that order is this one, its lines still in this core's caches, and taking
  * it costs no pool atomics, clock read or CPU lookup. Threads that fill and
- * empty spans in cycles (threadtest, the object-size sweep) ran 9-29% faster
- * at one and two threads (docs/benchmarks.md, "The stash"). It is bounded
+ * empty spans in cycles (threadtest, the object-size sweep) ran 4-14% faster
+ * at one to four threads, and with the rewarm below 9-22% (docs/benchmarks.md,
+ * "The stash"). It is bounded
  * (STASH_SLOTS: the oldest span of the order goes to the pool when a new one
  * would pass the budget) and lives one purge beat at most: at each beat of
  * the timed passes the first heap to notice, or the purger thread, hands
