@@ -47,7 +47,9 @@ static inline heap_t *cur_heap(void) {
 #endif
 
 /* ---- fast paths --------------------------------------------------------- */
-static NOINLINE void *malloc_slow(heap_t *h, size_t n) {
+/* The slow paths take the caller's argument first (n, p), so it stays in the
+ * register it arrived in: one move fewer in each fast path (callgrind). */
+static NOINLINE void *malloc_slow(size_t n, heap_t *h) {
   bool z = false;
   void *p = heap_alloc_slow(h, n, 8, &z);
   if (unlikely(!p)) errno = ENOMEM;
@@ -63,7 +65,7 @@ static inline void *malloc_fast(heap_t *h, size_t n) {
   else if (n <= CLASS_MAX)
     sp = h->hot[size_class(n)];
   else
-    return malloc_slow(h, n);
+    return malloc_slow(n, h);
   block_t *b = sp->free;
   if (likely(b != NULL)) {
     sp->free = b->next;
@@ -71,7 +73,7 @@ static inline void *malloc_fast(heap_t *h, size_t n) {
     dbg_alloc(sp, b);
     return b;
   }
-  return malloc_slow(h, n);
+  return malloc_slow(n, h);
 }
 
 static COLD void free_outside(void *p, const char *fn) {
@@ -91,8 +93,10 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
   if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
     uint64_t q = block_quot(sp, (uintptr_t)p - sp->start);
     block_t *b = p, *head = sp->free;
-    /* the head test catches the common double free (glibc's "fasttop") */
-    if (unlikely(q >= atomic_load_explicit(&sp->carved, RLX) || b == head)) rill_invalid(fn, p);
+    /* the head test catches the common double free (glibc's "fasttop");
+     * `carved` is read plainly: this thread owns the span and is its only
+     * writer, so the compare takes it straight from memory */
+    if (unlikely(q >= sp->carved || b == head)) rill_invalid(fn, p);
     b->next = head;
     sp->free = b;
     uint32_t u = used_get(sp) - 1;
@@ -106,7 +110,7 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
       heap_span_emptied(sp);
     return;
   }
-  heap_free_slow(h, sp, p, fn);
+  heap_free_slow(p, sp, h, fn);
 }
 
 /* ---- the rill_ API ------------------------------------------------------ */

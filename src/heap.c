@@ -724,7 +724,7 @@ static inline bool may_take(const heap_t *h, span_t *sp) {
 /* A free whose span is not attached to this thread's heap: the span is
  * taken over when nobody allocates from it (heap_take); otherwise the block
  * goes on the span's remote list. */
-void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) {
+void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) {
   if (unlikely(sp->cls == CLS_LARGE)) {
     if (unlikely(!span_block_ok(sp, (uintptr_t)p))) rill_invalid(fn, p);
     large_free(sp, p, fn);

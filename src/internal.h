@@ -108,20 +108,23 @@ typedef struct span {
   _Atomic(struct heap *) attached; /* heap whose fast path may touch this span */
   uintptr_t start;                 /* address of the span's first byte */
   uint64_t inv;                    /* inverse of bsize's odd part mod 2^64 (block_quot) */
+  uint64_t carved;                 /* blocks ever cut from the span (bump). Only the owner
+                                    * writes it (__atomic stores, for remote frees' checks), so
+                                    * the owner reads it plainly: 64 bits, so that free's fast
+                                    * path compares its quotient with it in one instruction */
   uint32_t bsize;                  /* block size; 0 = not a block span */
-  _Atomic uint32_t carved;         /* blocks ever cut from the span (bump) */
   uint32_t cap;                    /* blocks that fit */
+  uint32_t nslots;                 /* slots in the span: 2^order, or a run's length */
+  _Atomic uint32_t heap_gen;       /* the heap record's `gen` when it took the span: a
+                                    * record passed to a later thread owns nothing of before */
+  _Atomic(struct heap *) heap;     /* owning heap (scalloc's LAB), kept while floating; rarely
+                                    * written, and read by every remote free */
   uint8_t cls;                     /* size class or CLS_LARGE */
   uint8_t order;                   /* span = 2^order slots (0 for a run: see nslots) */
   uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
   uint8_t shift;                   /* trailing zero bits of bsize (block_quot) */
   uint8_t run;                     /* a run of runs.c (a large object or a big class's span),
                                     * not a span of the pool */
-  uint32_t nslots;                 /* slots in the span: 2^order, or a run's length */
-  _Atomic(struct heap *) heap;     /* owning heap (scalloc's LAB), kept while floating; rarely
-                                    * written, and read by every remote free */
-  _Atomic uint32_t heap_gen;       /* the heap record's `gen` when it took the span: a
-                                    * record passed to a later thread owns nothing of before */
   /* --- the owner's --- */
   _Alignas(64) block_t *free; /* local LIFO free list (owner only) */
   block_t *spare;             /* remote frees taken while `free` was not empty: a second
@@ -298,7 +301,7 @@ static inline uint32_t span_block_index(const span_t *sp, uintptr_t p) {
   uintptr_t start = sp->start;
   if (!sp->bsize || p < start) return UINT32_MAX;
   uint64_t idx = block_quot(sp, p - start);
-  if (idx >= atomic_load_explicit(&sp->carved, ACQ)) return UINT32_MAX;
+  if (idx >= __atomic_load_n(&sp->carved, __ATOMIC_ACQUIRE)) return UINT32_MAX;
   return (uint32_t)idx;
 }
 span_t *span_lookup(const void *p) INTERNAL;
@@ -358,7 +361,7 @@ extern __thread heap_t *rill_tls INTERNAL __attribute__((tls_model("initial-exec
  * object zeroes only what may not be zero; out, whether the memory is zero. */
 void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *heap_alloc_class(heap_t *h, unsigned cls) INTERNAL;
-void heap_free_slow(heap_t *h, span_t *sp, void *p, const char *fn) INTERNAL;
+void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) INTERNAL;
 void heap_span_emptied(span_t *sp) INTERNAL;
 void heap_claimed(span_t *sp, bool whole) INTERNAL;
 void heap_queue(span_t *sp) INTERNAL;

@@ -75,7 +75,7 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h, bool warm) {
   sp->fresh = 0;
   used_set(sp, 0);
   atomic_store_explicit(&sp->check, 0, RLX);
-  atomic_store_explicit(&sp->carved, 0, RLX);
+  __atomic_store_n(&sp->carved, 0, __ATOMIC_RELAXED);
   span_set_heap(sp, h);
   atomic_store_explicit(&sp->attached, h, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), REL);
@@ -110,7 +110,7 @@ void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
   sp->fresh = 0;
   used_set(sp, 1);
   atomic_store_explicit(&sp->fused, 1, RLX);
-  atomic_store_explicit(&sp->carved, 1, RLX);
+  __atomic_store_n(&sp->carved, 1, __ATOMIC_RELAXED);
   span_set_heap(sp, h);
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
@@ -157,7 +157,7 @@ static uint32_t carve_first(const span_t *sp, bool warm) {
  * fresh span are adjacent (Streamflow's `unallocated`); the rest of the
  * span stays untouched. */
 static bool span_carve(span_t *sp) {
-  uint32_t c = atomic_load_explicit(&sp->carved, RLX);
+  uint32_t c = (uint32_t)sp->carved;
   if (c >= sp->cap) return false;
   uint32_t n = sp->carve_step, full = carve_full(sp);
   if (n < full) sp->carve_step = (uint16_t)(2 * n < full ? 2 * n : full);
@@ -168,7 +168,7 @@ static bool span_carve(span_t *sp) {
     ((block_t *)p)->next = (block_t *)(p + sp->bsize);
   ((block_t *)p)->next = sp->free;
   sp->free = (block_t *)first;
-  atomic_store_explicit(&sp->carved, c + n, REL);
+  __atomic_store_n(&sp->carved, (uint64_t)c + n, __ATOMIC_RELEASE);
   return true;
 }
 
