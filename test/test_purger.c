@@ -154,6 +154,42 @@ static void check_single_keeps(const char *who, size_t base, size_t bytes) {
         end / MiB);
 }
 
+/* Runs body in a forked child, whose failed checks make its exit status,
+ * and checks that it passed. */
+static void run_forked(void (*body)(size_t), size_t bytes) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) DIE("fork failed");
+  if (pid == 0) {
+    body(bytes);
+    fflush(stdout);
+    _exit(atomic_load(&t_failures) ? 1 : 0);
+  }
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) DIE("waitpid failed");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked child failed (status %d)", st);
+}
+
+/* Default mode, in a child: single-threaded again, so no purger until it
+ * runs a second thread. */
+static void auto_child(size_t bytes) {
+  bool blocked;
+  size_t cbase = rss_raw();
+  check_single_keeps("auto, forked child", cbase, bytes / 2);
+  rill_collect(true);
+  second_thread();
+  check_idle_return("auto, forked child after a second thread", cbase, bytes / 2);
+  CHECK(purger_threads(&blocked) == 1, "auto: the forked child has no purger thread");
+}
+
+/* RILL_PURGE_THREAD=1, in a child: a purger of its own at once. */
+static void parent_child(size_t bytes) {
+  bool blocked;
+  size_t cbase = rss_raw();
+  check_idle_return("forked child", cbase, bytes / 2);
+  CHECK(purger_threads(&blocked) == 1, "the forked child has no purger thread");
+}
+
 static int run_auto(size_t base, size_t bytes) {
   bool blocked;
   check_single_keeps("auto, one thread", base, bytes);
@@ -163,22 +199,7 @@ static int run_auto(size_t base, size_t bytes) {
   CHECK(purger_threads(&blocked) == 1, "auto: expected one rill-purger thread");
   CHECK(blocked, "the purger thread does not block every signal");
 
-  fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) DIE("fork failed");
-  if (pid == 0) { /* single-threaded again: no purger until it runs a second thread */
-    size_t cbase = rss_raw();
-    check_single_keeps("auto, forked child", cbase, bytes / 2);
-    rill_collect(true);
-    second_thread();
-    check_idle_return("auto, forked child after a second thread", cbase, bytes / 2);
-    CHECK(purger_threads(&blocked) == 1, "auto: the forked child has no purger thread");
-    fflush(stdout);
-    _exit(atomic_load(&t_failures) ? 1 : 0);
-  }
-  int st = 0;
-  if (waitpid(pid, &st, 0) != pid) DIE("waitpid failed");
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked child failed (status %d)", st);
+  run_forked(auto_child, bytes);
   return t_finish("test_purger --auto");
 }
 
@@ -213,18 +234,6 @@ int main(int argc, char **argv) {
   /* a second burst after the purger went back to sleep is purged too */
   check_idle_return("parent, second burst", base, bytes);
 
-  fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) DIE("fork failed");
-  if (pid == 0) {
-    size_t cbase = rss_raw();
-    check_idle_return("forked child", cbase, bytes / 2);
-    CHECK(purger_threads(&blocked) == 1, "the forked child has no purger thread");
-    fflush(stdout);
-    _exit(atomic_load(&t_failures) ? 1 : 0);
-  }
-  int st = 0;
-  if (waitpid(pid, &st, 0) != pid) DIE("waitpid failed");
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked child failed (status %d)", st);
+  run_forked(parent_child, bytes);
   return t_finish("test_purger");
 }
