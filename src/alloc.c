@@ -91,12 +91,12 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
   span_t *sp = span_at(off);
   dbg_free(sp, p);
   if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
-    uint64_t q = block_quot(sp, (uintptr_t)p - sp->start);
+    uint64_t t = block_test(sp, (uintptr_t)p - sp->start);
     block_t *b = p, *head = sp->free;
     /* the head test catches the common double free (glibc's "fasttop");
-     * `carved` is read plainly: this thread owns the span and is its only
+     * `limit` is read plainly: this thread owns the span and is its only
      * writer, so the compare takes it straight from memory */
-    if (unlikely(q >= sp->carved || b == head)) rill_invalid(fn, p);
+    if (unlikely(t >= sp->limit || b == head)) rill_invalid(fn, p);
     b->next = head;
     sp->free = b;
     uint32_t u = used_get(sp) - 1;

@@ -49,10 +49,10 @@ void dbg_fail(const span_t *sp, const char *what, uintptr_t p) {
                    "rill debug: %s: %#lx (thread %d) span %zu start %#lx cls %u bsize %u cap %u "
                    "carved %u used %u fused %u state %u count %u where %u heap %p attached %p\n",
                    what, (unsigned long)p, (int)dbg_tid(), span_index(sp), (unsigned long)sp->start,
-                   sp->cls, sp->bsize, sp->cap,
-                   (unsigned)__atomic_load_n(&sp->carved, __ATOMIC_RELAXED), used_get(sp),
-                   atomic_load(&sp->fused), XF_STATE(x), XF_COUNT(x), atomic_load(&sp->where),
-                   (void *)atomic_load(&sp->heap), (void *)atomic_load(&sp->attached));
+                   sp->cls, sp->bsize, sp->cap, __atomic_load_n(&sp->carved, __ATOMIC_RELAXED),
+                   used_get(sp), atomic_load(&sp->fused), XF_STATE(x), XF_COUNT(x),
+                   atomic_load(&sp->where), (void *)atomic_load(&sp->heap),
+                   (void *)atomic_load(&sp->attached));
   dbg_span_t *d = dbg_of(sp);
   uint32_t at = atomic_load(&d->at);
   for (uint32_t k = at > DBG_RING ? at - DBG_RING : 0; k < at && n < (int)sizeof buf - 160; k++) {

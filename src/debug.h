@@ -77,7 +77,9 @@ static inline void dbg_alloc(span_t *sp, void *p) {
 /* Addresses that are not blocks of the span are left to free's own checks. */
 static inline void dbg_free(span_t *sp, void *p) {
   if (sp->cls == CLS_LARGE) return;
-  uint32_t i = span_block_index(sp, (uintptr_t)p);
+  uint32_t k = span_block_key(sp, (uintptr_t)p);
+  if (k == UINT32_MAX) return;
+  uint32_t i = (uint32_t)(((uint64_t)k << 3) / sp->bsize);
   if (i >= DBG_MAX_BLOCKS) return;
   _Atomic uint8_t *o = &dbg_of(sp)->out[i];
   if (!atomic_load_explicit(o, RLX)) dbg_fail(sp, "free: block not out", (uintptr_t)p);

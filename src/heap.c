@@ -730,8 +730,8 @@ void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) {
     large_free(sp, p, fn);
     return;
   }
-  uint32_t idx = span_block_index(sp, (uintptr_t)p);
-  if (unlikely(idx == UINT32_MAX)) rill_invalid(fn, p);
+  uint32_t key = span_block_key(sp, (uintptr_t)p);
+  if (unlikely(key == UINT32_MAX)) rill_invalid(fn, p);
   /* A thread that frees before it ever allocates (a consumer) gets its own
    * heap too: its counters must not be a line every such thread writes. */
   if (unlikely(h == &rill_empty_heap)) {
@@ -739,7 +739,7 @@ void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) {
     if (mine) h = mine;
   }
   if (may_take(h, sp) && heap_take(h, sp, p)) return;
-  span_free_remote(h, sp, p, idx);
+  span_free_remote(h, sp, p, key);
   purger_poll();
 }
 

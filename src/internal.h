@@ -74,7 +74,7 @@ typedef struct block {
 struct heap;
 
 /* Remote-free word (scalloc §5 "Remote f-list encoding", Streamflow §3.1.1
- * `remotely_freed`): head block index + 1 (32 bits), count of blocks on the
+ * `remotely_freed`): head block's key + 1 (32 bits: span_block_key), count of blocks on the
  * list (29 bits), span state (3 bits). One CAS pushes a block and can move
  * the span to a new state in the same instruction.
  *   ATTACHED  a heap allocates from it (hot), or is moving it
@@ -107,11 +107,10 @@ typedef struct span {
   /* --- read-mostly: written when the span is formatted or carved --- */
   _Atomic(struct heap *) attached; /* heap whose fast path may touch this span */
   uintptr_t start;                 /* address of the span's first byte */
-  uint64_t inv;                    /* inverse of bsize's odd part mod 2^64 (block_quot) */
-  uint64_t carved;                 /* blocks ever cut from the span (bump). Only the owner
-                                    * writes it (__atomic stores, for remote frees' checks), so
-                                    * the owner reads it plainly: 64 bits, so that free's fast
-                                    * path compares its quotient with it in one instruction */
+  uint64_t magic;                  /* 2^64 / bsize, plus one (block_test) */
+  uint64_t limit;                  /* carved * err: block_test's bound. Only the owner
+                                    * writes it (__atomic stores, for remote frees' checks),
+                                    * so the owner reads it plainly */
   uint32_t bsize;                  /* block size; 0 = not a block span */
   uint32_t cap;                    /* blocks that fit */
   uint32_t nslots;                 /* slots in the span: 2^order, or a run's length */
@@ -122,7 +121,6 @@ typedef struct span {
   uint8_t cls;                     /* size class or CLS_LARGE */
   uint8_t order;                   /* span = 2^order slots (0 for a run: see nslots) */
   uint8_t fresh;                   /* memory known to be zero (never used, or purged) */
-  uint8_t shift;                   /* trailing zero bits of bsize (block_quot) */
   uint8_t run;                     /* a run of runs.c (a large object or a big class's span),
                                     * not a span of the pool */
   /* --- the owner's --- */
@@ -138,6 +136,7 @@ typedef struct span {
   _Atomic uint8_t where;      /* AT_* (owner's view) */
   uint8_t whole;              /* stashed with every carved block on its local lists */
   uint16_t carve_step;        /* blocks the next carve cuts, before its caps (span_carve) */
+  uint32_t carved;            /* blocks ever cut from the span (bump; owner only) */
   struct span *prev, *next;   /* owner's reusable list (under the heap's lock) */
   /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
@@ -280,32 +279,40 @@ bool span_refill(span_t *sp) INTERNAL;
 uint32_t span_collect(span_t *sp) INTERNAL;
 bool span_attach(span_t *sp, uint64_t *x) INTERNAL;
 bool span_block_ok(const span_t *sp, uintptr_t p) INTERNAL;
-/* off / bsize when bsize divides off, and otherwise a number above any
- * block count (at least 2^29), with one multiply and one rotate: for bsize =
- * d * 2^k, d odd, multiplying by d's inverse mod 2^64 maps the multiples of
- * d to their quotients and every other value above (2^64 - 1) / d, and the
- * rotate moves any of the low k bits that are set to the top (Granlund and
- * Montgomery's exact division). So `block_quot < carved` is the whole test
- * that an offset is the start of a block the span has cut. */
-static inline uint64_t block_quot(const span_t *sp, uint64_t off) {
-  uint64_t x = off * sp->inv;
-  unsigned k = sp->shift;
-  return (x >> k) | (x << ((64 - k) & 63));
+/* Block validation in one multiply and one compare. magic = floor(2^64 / d)
+ * + 1 for the block size d, so magic * d = 2^64 + err with 0 < err <= d.
+ * For off = q * d + r (r < d), off * magic mod 2^64 = q * err + r * magic:
+ * q * err when r = 0, and at least magic otherwise (no wrap while (q + 1) *
+ * err < magic, true for any span: q < 2^20, err <= 2^18, magic > 2^45).
+ * So with limit = carved * err (far below magic), `block_test < limit` holds
+ * exactly for the starts of the blocks cut so far: Lemire, Kaser and Kurz's
+ * divisibility test ("Faster remainder by direct computation", 2019) with
+ * err > 0, so that it also bounds the index. The caller passes off = p -
+ * start for a span whose slots hold p, so off is below the span's size. */
+static inline uint64_t block_test(const span_t *sp, uint64_t off) {
+  return off * sp->magic;
+}
+static inline uint64_t block_magic(uint64_t d) {
+  return UINT64_MAX / d + 1 + ((d & (d - 1)) == 0); /* d a power of two: err = d, not 0 */
 }
 
-/* Index of the block starting at p in a span of small blocks, or UINT32_MAX
- * if p is not the start of a block the span has cut (an interior or
- * never-used address, or a pooled span: bsize 0). Inline for the remote
- * free, whose index it also gives. */
-static inline uint32_t span_block_index(const span_t *sp, uintptr_t p) {
+/* The key of the block starting at p in a span of small blocks, its offset
+ * / 8 (block sizes are multiples of 8), or UINT32_MAX if p is not the start
+ * of a block the span has cut (an interior or never-used address, or a
+ * pooled span: bsize 0). The remote list names its head by key: a shift each
+ * way, where a block index took a multiply. Inline for the remote free. */
+static inline uint32_t span_block_key(const span_t *sp, uintptr_t p) {
   uintptr_t start = sp->start;
   if (!sp->bsize || p < start) return UINT32_MAX;
-  uint64_t idx = block_quot(sp, p - start);
-  if (idx >= __atomic_load_n(&sp->carved, __ATOMIC_ACQUIRE)) return UINT32_MAX;
-  return (uint32_t)idx;
+  uint64_t off = p - start;
+  if (block_test(sp, off) >= __atomic_load_n(&sp->limit, __ATOMIC_ACQUIRE)) return UINT32_MAX;
+  return (uint32_t)(off >> 3);
+}
+static inline block_t *block_of_key(const span_t *sp, uint32_t key) {
+  return (block_t *)(sp->start + ((uintptr_t)key << 3));
 }
 span_t *span_lookup(const void *p) INTERNAL;
-void span_free_remote(struct heap *h, span_t *sp, block_t *b, uint32_t idx) INTERNAL;
+void span_free_remote(struct heap *h, span_t *sp, block_t *b, uint32_t key) INTERNAL;
 uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
 void span_module_init(void) INTERNAL;
 unsigned class_order(unsigned cls) INTERNAL;

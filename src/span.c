@@ -50,14 +50,6 @@ size_t class_slots(unsigned cls) {
   return cls_slots[cls];
 }
 
-/* Inverse of an odd number mod 2^64, by Newton's iteration: d is its own
- * inverse mod 8, and each step doubles the bits that are right. */
-static uint64_t odd_inverse(uint64_t d) {
-  uint64_t x = d;
-  for (int i = 0; i < 5; i++) x *= 2 - d * x;
-  return x;
-}
-
 static uint32_t carve_first(const span_t *sp, bool warm);
 
 /* Formats an empty span for class cls, owned by h. `warm`: h has had a span
@@ -67,15 +59,15 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h, bool warm) {
   sp->free = sp->spare = NULL;
   sp->cls = (uint8_t)cls;
   sp->bsize = (uint32_t)bs;
-  sp->shift = (uint8_t)__builtin_ctzl(bs);
-  sp->inv = odd_inverse(bs >> sp->shift);
+  sp->magic = block_magic(bs);
   sp->cap = (uint32_t)(span_bytes(sp) / bs);
   sp->carve_step = (uint16_t)carve_first(sp, warm);
   sp->prev = sp->next = NULL;
   sp->fresh = 0;
   used_set(sp, 0);
   atomic_store_explicit(&sp->check, 0, RLX);
-  __atomic_store_n(&sp->carved, 0, __ATOMIC_RELAXED);
+  sp->carved = 0;
+  __atomic_store_n(&sp->limit, 0, __ATOMIC_RELAXED);
   span_set_heap(sp, h);
   atomic_store_explicit(&sp->attached, h, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), REL);
@@ -102,15 +94,15 @@ void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
   sp->free = sp->spare = NULL;
   sp->cls = CLS_LARGE;
   sp->bsize = (uint32_t)(span_bytes(sp) > UINT32_MAX ? UINT32_MAX : span_bytes(sp));
-  sp->inv = 0; /* never used: a large object is validated by its offset */
-  sp->shift = 0;
+  sp->magic = 0; /* never used: a large object is validated by its offset */
   sp->cap = 1;
   sp->lobj = (uint32_t)lobj;
   sp->lsize = size;
   sp->fresh = 0;
   used_set(sp, 1);
   atomic_store_explicit(&sp->fused, 1, RLX);
-  __atomic_store_n(&sp->carved, 1, __ATOMIC_RELAXED);
+  sp->carved = 1;
+  __atomic_store_n(&sp->limit, 0, __ATOMIC_RELAXED); /* no block to free: see lobj */
   span_set_heap(sp, h);
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
@@ -157,7 +149,7 @@ static uint32_t carve_first(const span_t *sp, bool warm) {
  * fresh span are adjacent (Streamflow's `unallocated`); the rest of the
  * span stays untouched. */
 static bool span_carve(span_t *sp) {
-  uint32_t c = (uint32_t)sp->carved;
+  uint32_t c = sp->carved;
   if (c >= sp->cap) return false;
   uint32_t n = sp->carve_step, full = carve_full(sp);
   if (n < full) sp->carve_step = (uint16_t)(2 * n < full ? 2 * n : full);
@@ -168,7 +160,8 @@ static bool span_carve(span_t *sp) {
     ((block_t *)p)->next = (block_t *)(p + sp->bsize);
   ((block_t *)p)->next = sp->free;
   sp->free = (block_t *)first;
-  __atomic_store_n(&sp->carved, (uint64_t)c + n, __ATOMIC_RELEASE);
+  __atomic_store_n(&sp->carved, c + n, __ATOMIC_RELAXED); /* the debug report reads it */
+  __atomic_store_n(&sp->limit, (uint64_t)(c + n) * (sp->magic * sp->bsize), __ATOMIC_RELEASE);
   return true;
 }
 
@@ -182,7 +175,7 @@ static inline bool list_room(const span_t *sp) {
 static void span_take_list(span_t *sp, uint64_t x) {
   uint32_t n = XF_COUNT(x), head = XF_HEAD(x);
   if (!head) return;
-  block_t *first = block_at(sp, head - 1);
+  block_t *first = block_of_key(sp, head - 1);
   if (!sp->free)
     sp->free = first;
   else
@@ -236,7 +229,7 @@ uint32_t span_reuse_mark(const span_t *sp) {
 bool span_block_ok(const span_t *sp, uintptr_t p) {
   if (sp->cls == CLS_LARGE)
     return sp->bsize && p >= span_start(sp) && p - span_start(sp) == sp->lobj;
-  return span_block_index(sp, p) != UINT32_MAX;
+  return span_block_key(sp, p) != UINT32_MAX;
 }
 
 /* Span owning an arena address, or NULL for addresses outside the arena. */
@@ -256,14 +249,14 @@ span_t *span_lookup(const void *p) {
  * rises, so a stale read can miss an empty span but never claim a live one.
  * The push is sequentially consistent so that an owner free racing with it
  * sees the push or is seen by it (heap_span_emptied is the owner's side). */
-void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t idx) {
+void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t key) {
   uint64_t old = atomic_load_explicit(&sp->xf, RLX), nw;
   unsigned st, nst;
   for (;;) {
     st = XF_STATE(old);
     if (unlikely(st == ST_FREE)) rill_invalid("free", b); /* double free */
     uint32_t n = XF_COUNT(old) + 1;
-    b->next = XF_HEAD(old) ? block_at(sp, XF_HEAD(old) - 1) : NULL;
+    b->next = XF_HEAD(old) ? block_of_key(sp, XF_HEAD(old) - 1) : NULL;
     nst = st;
     if (st == ST_FLOATING) {
       uint32_t used = atomic_load_explicit(&sp->fused, RLX);
@@ -272,7 +265,7 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t idx) {
       else if (sp->cap - used + n >= span_reuse_mark(sp))
         nst = ST_QUEUED;
     }
-    nw = XF_MAKE(nst, n, idx + 1);
+    nw = XF_MAKE(nst, n, key + 1);
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, nw, memory_order_seq_cst, RLX)) break;
   }
   atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + 1, RLX);
