@@ -280,15 +280,18 @@ uint32_t span_collect(span_t *sp) INTERNAL;
 bool span_attach(span_t *sp, uint64_t *x) INTERNAL;
 bool span_block_ok(const span_t *sp, uintptr_t p) INTERNAL;
 /* Block validation in one multiply and one compare. magic = floor(2^64 / d)
- * + 1 for the block size d, so magic * d = 2^64 + err with 0 < err <= d.
- * For off = q * d + r (r < d), off * magic mod 2^64 = q * err + r * magic:
- * q * err when r = 0, and at least magic otherwise (no wrap while (q + 1) *
- * err < magic, true for any span: q < 2^20, err <= 2^18, magic > 2^45).
- * So with limit = carved * err (far below magic), `block_test < limit` holds
- * exactly for the starts of the blocks cut so far: Lemire, Kaser and Kurz's
- * divisibility test ("Faster remainder by direct computation", 2019) with
- * err > 0, so that it also bounds the index. The caller passes off = p -
- * start for a span whose slots hold p, so off is below the span's size. */
+ * + 1 for the block size d (one more when d is a power of two), so magic * d
+ * = 2^64 + err with 0 < err <= d. For off = q * d + r (r < d), off * magic
+ * mod 2^64 = q * err + r * magic: q * err when r = 0, and at least magic
+ * otherwise. Neither wraps while (q + 1) * err < magic, and (q + 1) * err <=
+ * off + d while magic > 2^45 (d <= 256 KiB): so for every offset inside the
+ * arena (below 2^40), even one past its span's end that a stale head points
+ * from. With limit = carved * err (at most the span's size, far below magic),
+ * `block_test < limit` holds exactly for the starts of the blocks cut so
+ * far: Lemire, Kaser and Kurz's divisibility test ("Faster remainder by
+ * direct computation", 2019), with err kept above zero so that the same
+ * compare bounds the index. The caller passes off = p - start for the span
+ * the head table gives p, which starts at or below p. */
 static inline uint64_t block_test(const span_t *sp, uint64_t off) {
   return off * sp->magic;
 }

@@ -1,6 +1,7 @@
 /* test_blockquot.c - proves free's block validation (block_test in src/internal.h): for every
  * size class, every offset up to twice the class's span size and several carve counts, the
- * product falls below the span's limit exactly when the offset starts a block already cut.
+ * product falls below the span's limit exactly when the offset starts a block already cut;
+ * and offsets anywhere in the arena, far past the span, never pass.
  * Compiled against the internal header alone. */
 #include "internal.h"
 #include "rill_test.h"
@@ -28,6 +29,21 @@ int main(void) {
                (unsigned long long)off, got, want);
           break;
         }
+      }
+    }
+    /* a stale head can name a span below p's: offsets anywhere in a 1 TiB arena
+     * (random ones, and block-aligned ones at the top) must not pass */
+    sp.limit = cap * err;
+    uint64_t x = 0x9E3779B97F4A7C15ull * (c + 1);
+    for (unsigned i = 0; i < 200000; i++, checked++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift */
+      uint64_t off =
+          i & 1 ? (x & (((uint64_t)1 << 40) - 1)) : (((uint64_t)1 << 40) / bs - (x & 0xffff)) * bs;
+      bool want = off % bs == 0 && off / bs < cap;
+      if ((block_test(&sp, off) < sp.limit) != want) {
+        FAIL("class %u (%zu B), offset %llu far out: test says %d", c, bs, (unsigned long long)off,
+             !want);
+        break;
       }
     }
   }
