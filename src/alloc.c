@@ -81,7 +81,7 @@ static COLD void free_outside(void *p, const char *fn) {
 }
 
 /* Push onto the span's local free list when this heap owns the span; the
- * block index check rejects interior and never-allocated addresses. */
+ * block test (block_test) rejects interior and never-allocated addresses. */
 static inline void free_fast(heap_t *h, void *p, const char *fn) {
   uintptr_t off = (uintptr_t)p - rill_arena.base;
   if (unlikely(off >= rill_arena.size)) {
