@@ -16,7 +16,8 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
     if (top > rill_arena.nslots) top = rill_arena.nslots;
     s.bytes_reserved = rill_arena.size;
     for (size_t i = (size_t)1 << rill_arena.min_order; i < top;) {
-      if (rill_arena.heads[i] != i) { /* in a heap's chunk, not yet a span */
+      /* relaxed atomic: runs.c rewrites heads of free runs under its lock */
+      if (__atomic_load_n(&rill_arena.heads[i], __ATOMIC_RELAXED) != i) { /* in a heap's chunk */
         i++;
         continue;
       }
