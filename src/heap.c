@@ -548,7 +548,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
     }
     if (!sp) sp = pool_get(o, &h->chunk);
   } else {
-    sp = run_get(class_slots(cls));
+    sp = run_get(class_slots(cls), h->id);
   }
   if (sp) {
     uint64_t bit = (uint64_t)1 << cls;
@@ -851,7 +851,7 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
     *zeroed = true;
     return huge_alloc(n, align);
   }
-  span_t *sp = run_get(run_slots(need));
+  span_t *sp = run_get(run_slots(need), h->id);
   if (!sp) return NULL;
   uintptr_t start = span_start(sp), obj = start;
   if (align > SLOT_SIZE) obj = (start + align - 1) & ~(uintptr_t)(align - 1);

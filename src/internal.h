@@ -146,6 +146,7 @@ typedef struct span {
   uint32_t lobj;             /* large object: offset of the object in the span */
   uint32_t stamp;            /* pooled: when it went in (ms, for delayed purging) */
   uint8_t run_free;          /* the first slot of a free large run (runs.c) */
+  uint8_t shard;             /* a run's first slot: its shard's mark (runs.c), 0 if none */
 } span_t;
 
 _Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shift indexes it)");
@@ -247,7 +248,8 @@ bool runs_init(void) INTERNAL;
 size_t run_slots(size_t bytes) INTERNAL;
 size_t run_dirty_bytes(const span_t *sp) INTERNAL;
 void run_zero(span_t *sp, char *p, size_t n) INTERNAL;
-span_t *run_get(size_t n) INTERNAL;
+#define RUN_SHARDS 8 /* free runs' locks and bins (runs.c) */
+span_t *run_get(size_t n, uint32_t home) INTERNAL;
 void run_put(span_t *sp) INTERNAL;
 bool run_resize(span_t *sp, size_t n) INTERNAL;
 size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) INTERNAL;

@@ -17,14 +17,26 @@
  * measurements): a freed run merges with free neighbours, so memory comes
  * back in one piece and serves any size next time.
  *
- * Large objects are rare next to small ones and each touches at least
- * 256 KiB, so one lock guards the bins. Runs live in a part of the arena
- * pool spans never use (their slots come straight from arena_take), so a
- * neighbour is always a run or not ours to merge. Invariants:
+ * The free runs are split into shards, each with its own lock and bins, and
+ * a thread gets its runs from its heap's shard (heap id mod RUN_SHARDS):
+ * with one lock, two threads cycling big blocks (the sizes benchmark at
+ * 16-64 KiB, where classes of 40 KiB and up take their spans from runs)
+ * spent 38% of their time in run_get and run_put, most of it spinning, and
+ * ran 1.4x tcmalloc's time. A run belongs to the shard whose heap first cut
+ * its slots from the arena, for good: it goes back there when freed, and
+ * merges only with free runs of that shard. A thread whose shard has no fit
+ * takes from another shard's bins before it takes fresh slots, so free
+ * memory is reused across threads as before. A thread's runs all share a
+ * shard, so a one-threaded program sees exactly the single-lock allocator.
+ * Runs live in the arena among pool spans (their slots come straight from
+ * arena_take); a neighbour is merged only when its entry names our shard.
+ * Invariants:
  *   - every slot of a live run maps to the run's first slot (heads), so an
  *     interior or stale address fails the free's offset check;
  *   - a free run's first and last slots map to its first slot, and only its
- *     first slot's entry has `run_free` set. */
+ *     first slot's entry has `run_free` set;
+ *   - a slot's shard never changes, and only its shard's lock holder writes
+ *     its head or (as a run's first slot) its entry. */
 
 /* The head table is read here for slots next to a run, which other threads
  * may be formatting as small spans at that moment (arena_span): relaxed
@@ -37,9 +49,21 @@ static inline void head_set(size_t slot, size_t first) {
 }
 
 #define BINS 64
-static _Atomic int lock;
-static span_t *bins[BINS]; /* free runs by size, each list in address order */
-static uint64_t nonempty;  /* bit b: bins[b] has a run */
+typedef struct shard {
+  _Atomic int lock;
+  uint8_t id;                /* the runs' `shard` mark: index + 1 (0: not a run) */
+  _Atomic uint64_t nonempty; /* bit b: bins[b] has a run (other shards read it unlocked) */
+  size_t wild, wild_end;     /* never-used slots of the shard's last chunk (wild_take) */
+  span_t *bins[BINS];        /* free runs by size, each list in address order */
+} __attribute__((aligned(64))) shard_t;
+static shard_t shards[RUN_SHARDS];
+
+static inline uint8_t shard_mark(const span_t *sp) {
+  return __atomic_load_n(&sp->shard, __ATOMIC_RELAXED);
+}
+static inline shard_t *shard_of(const span_t *sp) {
+  return &shards[shard_mark(sp) - 1];
+}
 
 /* 1..16 slots exactly, then four bins per power of two; the last bin takes
  * everything from 2^15 slots (512 MiB) up, all larger than any request. */
@@ -62,6 +86,7 @@ static unsigned bin_of(size_t n) {
 static _Atomic uint64_t *dirty;
 
 bool runs_init(void) {
+  for (unsigned k = 0; k < RUN_SHARDS; k++) shards[k].id = (uint8_t)(k + 1);
   dirty = os_map((rill_arena.nslots + 63) / 64 * sizeof(uint64_t));
   return dirty != NULL;
 }
@@ -127,14 +152,20 @@ static inline bool has_pages(const span_t *sp) {
   return sp->stamp != UINT32_MAX;
 }
 
-static void unlink_run(span_t *sp) {
+/* Written only under the shard's lock: a relaxed store, no atomic RMW. */
+static inline void nonempty_set(shard_t *sh, uint64_t m) {
+  atomic_store_explicit(&sh->nonempty, m, RLX);
+}
+
+static void unlink_run(shard_t *sh, span_t *sp) {
   unsigned b = bin_of(sp->nslots);
   if (sp->prev)
     sp->prev->next = sp->next;
   else
-    bins[b] = sp->next;
+    sh->bins[b] = sp->next;
   if (sp->next) sp->next->prev = sp->prev;
-  if (!bins[b]) nonempty &= ~((uint64_t)1 << b);
+  if (!sh->bins[b])
+    nonempty_set(sh, atomic_load_explicit(&sh->nonempty, RLX) & ~((uint64_t)1 << b));
   sp->run_free = 0;
 }
 
@@ -143,27 +174,27 @@ static void unlink_run(span_t *sp) {
  * must not make every free and malloc under the lock walk them all. */
 #define LOOK 32
 
-static void insert_run(span_t *sp) {
+static void insert_run(shard_t *sh, span_t *sp) {
   unsigned b = bin_of(sp->nslots);
-  span_t **at = &bins[b], *prev = NULL;
+  span_t **at = &sh->bins[b], *prev = NULL;
   for (unsigned k = 0; *at && *at < sp && k < LOOK; k++) prev = *at, at = &(*at)->next;
   sp->next = *at;
   sp->prev = prev;
   if (*at) (*at)->prev = sp;
   *at = sp;
-  nonempty |= (uint64_t)1 << b;
+  nonempty_set(sh, atomic_load_explicit(&sh->nonempty, RLX) | (uint64_t)1 << b);
   sp->run_free = 1;
 }
 
 /* Marks sp (slots i .. i + n - 1) a free run and files it; the caller has
  * merged it with its neighbours. */
-static void file_run(span_t *sp, size_t n) {
+static void file_run(shard_t *sh, span_t *sp, size_t n) {
   size_t i = span_index(sp);
   span_set_nslots(sp, n);
   sp->bsize = 0; /* frees into it are invalid now */
   head_set(i, i);
   head_set(i + n - 1, i);
-  insert_run(sp);
+  insert_run(sh, sp);
 }
 
 /* Folds b's memory state into a's: purge when the younger of two resident
@@ -177,43 +208,52 @@ static void merge_state(span_t *a, const span_t *b) {
     a->stamp = UINT32_MAX;
 }
 
-/* Files a run that no longer holds an object, merged with free runs on
- * either side (Knuth's boundary-tag coalescing). */
-static void release(span_t *sp) {
+/* Files a run of shard sh that no longer holds an object, merged with free
+ * runs on either side (Knuth's boundary-tag coalescing). A neighbour is
+ * looked at only when its entry carries sh's mark: the slots of other
+ * shards and of pool spans change under other locks, and their heads may
+ * name anything; ours hold still while we hold sh's lock. */
+static void release(shard_t *sh, span_t *sp) {
   sp->bsize = 0;
   size_t i = span_index(sp), n = sp->nslots, j = i + n;
   if (j < rill_arena.nslots && head_get(j) == j) {
     span_t *r = span_of_index(j);
-    if (r->run_free) {
-      unlink_run(r);
+    if (shard_mark(r) == sh->id && r->run_free) {
+      unlink_run(sh, r);
       merge_state(sp, r);
       n += r->nslots;
     }
   }
   size_t k = head_get(i - 1); /* slot 0 is never a run, so i > 0 */
   span_t *l = span_of_index(k);
-  if (l->run_free && k + l->nslots == i) {
-    unlink_run(l);
+  if (shard_mark(l) == sh->id && l->run_free && k + l->nslots == i) {
+    unlink_run(sh, l);
     merge_state(l, sp);
     sp->run_free = 0;
     sp = l;
     n += l->nslots;
   }
-  file_run(sp, n);
+  file_run(sh, sp, n);
 }
 
-/* Makes the entry of the slot `at` slots into sp's run the head of a free
- * run starting there, with what is known of its pages; the caller files it. */
-static span_t *cut(const span_t *sp, size_t at, uint32_t stamp) {
-  span_t *t = span_of_index(span_index(sp) + at);
-  t->start = sp->start + (at << SLOT_SHIFT);
+/* Makes slot i's entry the head of a free run of the shard marked `mark`,
+ * with what is known of its pages; the caller files it. */
+static span_t *free_head(uint8_t mark, size_t i, uint32_t stamp) {
+  span_t *t = span_of_index(i);
+  t->start = rill_arena.base + (i << SLOT_SHIFT);
   t->fresh = 0; /* free runs: the dirty bits */
   t->stamp = stamp;
   t->cls = CLS_LARGE;
   t->order = 0;
+  __atomic_store_n(&t->shard, mark, __ATOMIC_RELAXED);
   __atomic_store_n(&t->run, 1, __ATOMIC_RELAXED); /* rill_stats_get reads it */
   atomic_store_explicit(&t->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   return t;
+}
+
+/* The free run starting `at` slots into sp's run (a split's rest). */
+static span_t *cut(const span_t *sp, size_t at, uint32_t stamp) {
+  return free_head(shard_mark(sp), span_index(sp) + at, stamp);
 }
 
 /* Slots for `bytes`: whole pages on kernels with pages over 16 KiB. */
@@ -223,86 +263,163 @@ size_t run_slots(size_t bytes) {
   return (n + unit - 1) & ~(unit - 1);
 }
 
-/* Makes slots i .. i + n - 1 one run holding an object. */
-static span_t *claim(size_t i, size_t n) {
+/* Makes slots i .. i + n - 1 one run of shard sh holding an object. */
+static span_t *claim(const shard_t *sh, size_t i, size_t n) {
   for (size_t s = i; s < i + n; s++) head_set(s, i);
   span_t *sp = span_of_index(i);
   sp->start = rill_arena.base + (i << SLOT_SHIFT);
   span_set_nslots(sp, n);
   sp->order = 0; /* not a power-of-two span: span_bytes reads nslots */
+  __atomic_store_n(&sp->shard, sh->id, __ATOMIC_RELAXED);
   __atomic_store_n(&sp->run, 1, __ATOMIC_RELAXED);
   return sp;
 }
 
-/* A run of exactly n slots for a large object or a big class's span: the
- * lowest-addressed free run that fits in the smallest bin that has one,
- * split; else fresh slots from the top of the arena. Its `fresh` tells the
- * caller whether it reads as zero (else run_zero clears what may not). */
-span_t *run_get(size_t n) {
-  unsigned b = bin_of(n);
-  spin_lock(&lock);
-  span_t *sp = bins[b];
+/* Under sh's lock: the lowest-addressed free run of at least n slots in the
+ * smallest of sh's bins from b on that has one, split to n; NULL if none. */
+static span_t *fit(shard_t *sh, size_t n, unsigned b) {
+  span_t *sp = sh->bins[b];
   for (unsigned k = 0; sp && sp->nslots < n; k++) sp = k < LOOK ? sp->next : NULL;
   if (!sp) {
-    uint64_t up = b + 1 < BINS ? nonempty & (~(uint64_t)0 << (b + 1)) : 0;
-    if (up) sp = bins[__builtin_ctzll(up)];
+    uint64_t up =
+        b + 1 < BINS ? atomic_load_explicit(&sh->nonempty, RLX) & (~(uint64_t)0 << (b + 1)) : 0;
+    if (up) sp = sh->bins[__builtin_ctzll(up)];
   }
-  if (sp) {
-    unlink_run(sp);
-    size_t i = span_index(sp), m = sp->nslots;
-    if (m > n) file_run(cut(sp, n, sp->stamp), m - n); /* the rest stays free */
-    claim(i, n);
-    sp->fresh = dirty_scan(i, i + n, true) == i + n;
-  } else { /* under the lock too: a neighbour's release reads these heads */
-    size_t i = arena_take(n);
+  if (!sp) return NULL;
+  unlink_run(sh, sp);
+  size_t i = span_index(sp), m = sp->nslots;
+  if (m > n) file_run(sh, cut(sp, n, sp->stamp), m - n); /* the rest stays free */
+  claim(sh, i, n);
+  sp->fresh = dirty_scan(i, i + n, true) == i + n;
+  return sp;
+}
+
+/* Fresh slots come to a shard in chunks of this many (32 MiB), kept apart
+ * as its wilderness and cut from the low end only when no free run fits
+ * (dlmalloc's top chunk). Taking exactly what each request asked for, two
+ * threads' runs interleaved in the arena, and as runs of two shards never
+ * merge, each thread's freed runs stayed cut to its old sizes (the sizes
+ * benchmark at 1-4 MiB and two threads: 1.35x the time and 1.25x the peak
+ * RSS of one shared lock). Filed as a free run instead, a chunk's untouched
+ * rest served requests that resident free runs in higher bins would have
+ * (64-256 KiB at one thread: peak RSS 23 -> 35 MiB). */
+#define CHUNK 2048
+
+/* Under sh's lock: n never-used slots from sh's wilderness, refilled from
+ * the arena's top; 0 if the arena is spent. */
+static size_t wild_take(shard_t *sh, size_t n) {
+  if (sh->wild_end - sh->wild < n) {
+    size_t m = (n + CHUNK - 1) & ~(size_t)(CHUNK - 1), i = arena_take(m);
+    if (!i && m > n) i = arena_take(m = n); /* the arena's last slots */
+    if (!i) return 0;
+    if (i != sh->wild_end) { /* not contiguous: the old rest becomes a free run */
+      if (sh->wild_end > sh->wild)
+        file_run(sh, free_head(sh->id, sh->wild, UINT32_MAX), sh->wild_end - sh->wild);
+      sh->wild = i;
+    }
+    sh->wild_end = i + m;
+  }
+  size_t i = sh->wild;
+  sh->wild += n;
+  return i;
+}
+
+/* Under sh's lock: grows the wilderness's first run (it ends at sh->wild)
+ * by k slots, from the wilderness and, where that ends at the arena's top,
+ * from the arena. */
+static bool wild_grow(shard_t *sh, size_t k) {
+  size_t have = sh->wild_end - sh->wild;
+  if (have < k) {
+    if (!arena_extend(sh->wild_end, k - have)) return false;
+    sh->wild_end += k - have;
+  }
+  sh->wild += k;
+  return true;
+}
+
+/* May shard sh have a free run of n slots or more (bin b, or above)? Read
+ * without its lock: a wrong guess costs a lock, or fresh slots. */
+static bool may_fit(const shard_t *sh, unsigned b) {
+  return atomic_load_explicit(&sh->nonempty, RLX) >> b != 0;
+}
+
+/* A run of exactly n slots for a large object or a big class's span, for a
+ * thread of heap `home`: a free run of home's shard (the lowest-addressed
+ * fit in the smallest bin that has one, split), else of another shard, else
+ * never-used slots from the wilderness. Its `fresh` tells the caller
+ * whether it reads as zero (else run_zero clears what may not). */
+span_t *run_get(size_t n, uint32_t home) {
+  unsigned b = bin_of(n);
+  shard_t *sh = &shards[home % RUN_SHARDS];
+  spin_lock(&sh->lock);
+  span_t *sp = fit(sh, n, b);
+  bool others = false;
+  for (unsigned k = 1; !sp && !others && k < RUN_SHARDS; k++)
+    others = may_fit(&shards[(home + k) % RUN_SHARDS], b);
+  if (!sp && others) { /* reuse another thread's free memory before fresh */
+    spin_unlock(&sh->lock);
+    for (unsigned k = 1; !sp && k < RUN_SHARDS; k++) {
+      shard_t *o = &shards[(home + k) % RUN_SHARDS];
+      if (!may_fit(o, b)) continue;
+      spin_lock(&o->lock);
+      sp = fit(o, n, b);
+      spin_unlock(&o->lock);
+    }
+    spin_lock(&sh->lock);
+  }
+  if (!sp) { /* under the lock too: our neighbours' releases read these heads */
+    size_t i = wild_take(sh, n);
     if (i) {
-      sp = claim(i, n);
+      sp = claim(sh, i, n);
       sp->fresh = 1;
     }
   }
-  spin_unlock(&lock);
+  spin_unlock(&sh->lock);
   if (sp) pool_tick(os_now_ms());
   return sp;
 }
 
 /* Takes back the run of a freed large object, or of a big class's span
- * (pool_put hands those on). */
+ * (pool_put hands those on), into the shard it was cut for. */
 void run_put(span_t *sp) {
   uint64_t now = os_now_ms();
+  shard_t *sh = shard_of(sp);
   sp->stamp = (uint32_t)now;
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
-  spin_lock(&lock);
+  spin_lock(&sh->lock);
   dirty_mark(span_index(sp), sp->nslots, true); /* its object or blocks wrote it */
-  release(sp);
-  spin_unlock(&lock);
+  release(sh, sp);
+  spin_unlock(&sh->lock);
   pool_pages_arrived();
   pool_tick(now);
 }
 
 /* realloc in place: a live run shrinks to n slots (the tail goes back as a
- * free run) or grows into a free run that follows it, or into never-used
- * slots when it ends at the top of the arena (a buffer that keeps growing).
+ * free run) or grows into a free run of its shard that follows it, or into
+ * the wilderness when it ends where that begins (a buffer that keeps
+ * growing).
  * False when it cannot grow; the run is then unchanged. */
 bool run_resize(span_t *sp, size_t n) {
   size_t i = span_index(sp), m = sp->nslots;
   if (n == m) return true;
   bool ok = true, pages = false;
-  spin_lock(&lock);
+  shard_t *sh = shard_of(sp);
+  spin_lock(&sh->lock);
   if (n < m) {
     span_t *t = cut(sp, n, (uint32_t)os_now_ms());
     span_set_nslots(t, m - n);
     dirty_mark(i + n, m - n, true);
-    release(t);
+    release(sh, t);
     pages = true;
   } else {
     size_t j = i + m;
     span_t *r = j < rill_arena.nslots && head_get(j) == j ? span_of_index(j) : NULL;
-    if (r && r->run_free && m + r->nslots >= n) {
-      unlink_run(r);
+    if (r && shard_mark(r) == sh->id && r->run_free && m + r->nslots >= n) {
+      unlink_run(sh, r);
       size_t rest = m + r->nslots - n;
-      if (rest) file_run(cut(sp, n, r->stamp), rest);
+      if (rest) file_run(sh, cut(sp, n, r->stamp), rest);
       for (size_t s = j; s < i + n; s++) head_set(s, i);
-    } else if (arena_extend(j, n - m)) { /* the run ends at the top of the arena */
+    } else if (j == sh->wild && wild_grow(sh, n - m)) { /* a buffer that keeps growing */
       for (size_t s = j; s < i + n; s++) head_set(s, i);
     } else {
       ok = false;
@@ -313,35 +430,35 @@ bool run_resize(span_t *sp, size_t n) {
     size_t bytes = (size_t)n << SLOT_SHIFT;
     sp->bsize = (uint32_t)(bytes > UINT32_MAX ? UINT32_MAX : bytes);
   }
-  spin_unlock(&lock);
+  spin_unlock(&sh->lock);
   if (pages) pool_pages_arrived();
   return ok;
 }
 
-/* One pass of delayed purging over the free runs (called by the pool's pass,
- * under its lock): runs freed at or before `cutoff` ms give their pages
- * back. They leave the bins while the lock is dropped for madvise, and come
- * back merged with whatever was freed beside them meanwhile. */
-size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
+/* Delayed purging of one shard's free runs: those freed at or before
+ * `cutoff` ms give their pages back. They leave the bins while the lock is
+ * dropped for madvise, and come back merged with whatever was freed beside
+ * them meanwhile. */
+static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left) {
   enum { BATCH = 64 };
   span_t *due[BATCH];
   size_t bytes = 0;
   for (;;) {
     unsigned nd = 0;
     size_t waiting = 0;
-    spin_lock(&lock);
-    for (uint64_t m = nonempty; m && nd < BATCH; m &= m - 1)
-      for (span_t *sp = bins[__builtin_ctzll(m)], *nx; sp && nd < BATCH; sp = nx) {
+    spin_lock(&sh->lock);
+    for (uint64_t m = atomic_load_explicit(&sh->nonempty, RLX); m && nd < BATCH; m &= m - 1)
+      for (span_t *sp = sh->bins[__builtin_ctzll(m)], *nx; sp && nd < BATCH; sp = nx) {
         nx = sp->next;
         if (!has_pages(sp)) continue;
         if ((int32_t)(sp->stamp - cutoff) > 0) {
           waiting++;
         } else {
-          unlink_run(sp);
+          unlink_run(sh, sp);
           due[nd++] = sp;
         }
       }
-    spin_unlock(&lock);
+    spin_unlock(&sh->lock);
     /* only the slots that may hold data: a run merged from a resident piece
      * and a purged one madvises the first alone */
     bool zero = !lazy || !rill_opt.purge_free; /* MADV_FREE may leave data */
@@ -358,9 +475,9 @@ size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
       }
       if (all) sp->stamp = UINT32_MAX;
     }
-    spin_lock(&lock);
-    for (unsigned k = 0; k < nd; k++) release(due[k]);
-    spin_unlock(&lock);
+    spin_lock(&sh->lock);
+    for (unsigned k = 0; k < nd; k++) release(sh, due[k]);
+    spin_unlock(&sh->lock);
     /* a timed pass takes one batch (a run whose huge pages it kept would be
      * found due again); rill_collect's pass goes on until none is left */
     if (nd < BATCH || lazy) {
@@ -370,12 +487,24 @@ size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
   }
 }
 
+/* One pass over every shard (called by the pool's pass, under its lock). */
+size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
+  size_t bytes = 0;
+  *left = 0;
+  for (unsigned k = 0; k < RUN_SHARDS; k++) {
+    size_t l;
+    bytes += shard_purge(&shards[k], cutoff, lazy, &l);
+    *left += l;
+  }
+  return bytes;
+}
+
 void runs_fork_prepare(void) {
-  spin_lock(&lock);
+  for (unsigned k = 0; k < RUN_SHARDS; k++) spin_lock(&shards[k].lock);
 }
 void runs_fork_parent(void) {
-  spin_unlock(&lock);
+  for (unsigned k = RUN_SHARDS; k-- > 0;) spin_unlock(&shards[k].lock);
 }
 void runs_fork_child(void) {
-  atomic_store_explicit(&lock, 0, RLX);
+  for (unsigned k = 0; k < RUN_SHARDS; k++) atomic_store_explicit(&shards[k].lock, 0, RLX);
 }

@@ -348,14 +348,17 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   /* big_classes_share and pool_address_order each need an arena whose
    * free runs are their own (either one's leftovers serve the other's
-   * requests first), so the first runs in a process of its own */
+   * requests first), so the first runs in a process of its own; and
+   * pool_address_order runs before any other thread has freed a run:
+   * address order holds within a shard of runs (runs.c), and a thread
+   * takes another shard's free runs when its own has none */
   if (share) {
     big_classes_share();
     return t_finish("test_memory --share");
   }
+  pool_address_order();
   first_blocks_touch_little();
   listed_spans_drain();
-  pool_address_order();
   huge_unmapped();
   huge_block();
   phase("owners free, then trim", true, 0);

@@ -5,7 +5,9 @@
  * 1 MiB leave the arena for mappings of their own, rill_collect gives free runs' pages
  * back, and threads that allocate, resize and free runs never overlap two
  * live blocks; a free run merged from a resident piece and a purged one is
- * counted and zeroed by calloc for the resident piece only. Run with a long
+ * counted and zeroed by calloc for the resident piece only; with --shards,
+ * that a run freed into one thread's shard serves another thread's request
+ * before fresh memory does. Run with a long
  * RILL_PURGE_DELAY_MS (ctest sets it), so no timed purge empties a free run
  * in the middle of a check. */
 #include "rill_test.h"
@@ -307,7 +309,46 @@ static void threads_never_share(void) {
   CHECK(bad == 0, "%ld pages of live large blocks held another block's tag", bad);
 }
 
+/* --shards, in a process of its own (no free run of main's shard may fit
+ * first): free runs live in the shard of the heap that cut them, and a
+ * thread whose shard has no fit must take another shard's before fresh
+ * slots, or memory freed by one thread would never serve the others. */
+static void *alloc_free_8m(void *arg) {
+  char *p = xmalloc(8 * MiB);
+  touch(p, 8 * MiB, 1);
+  *(char **)arg = p;
+  T_free(p);
+  return NULL;
+}
+
+static char *other_thread_8m(void) {
+  char *p = NULL;
+  pthread_t t;
+  if (pthread_create(&t, NULL, alloc_free_8m, &p)) DIE("pthread_create");
+  pthread_join(t, NULL);
+  return p;
+}
+
+static void shards_share_free_runs(void) {
+  char *p = other_thread_8m();
+  char *q = xmalloc(8 * MiB);
+  CHECK(q == p,
+        "8 MiB after another thread freed 8 MiB at %p: got %p (fresh memory, not the "
+        "other shard's free run)",
+        (void *)p, (void *)q);
+  touch(q, 8 * MiB, 2);
+  T_free(q); /* back to the shard that cut it */
+  char *r = other_thread_8m();
+  CHECK(r == p, "a thread's 8 MiB after the main thread freed it at %p: got %p", (void *)p,
+        (void *)r);
+  printf("  %-38s ok\n", "shards share their free runs");
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--shards")) {
+    shards_share_free_runs();
+    return t_finish("test_runs --shards");
+  }
   if (argc > 1 && !strcmp(argv[1], "--quick")) ops_per_thread = 500;
   grow_at_top();
   split_merge_resize();
