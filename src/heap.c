@@ -220,6 +220,7 @@ static span_t *stash_push_locked(heap_t *h, span_t *sp) {
     n -= 1u << o;
   }
   atomic_store_explicit(&h->stash_slots, n, RLX);
+  atomic_store_explicit(&h->stash_ops, atomic_load_explicit(&h->stash_ops, RLX) + 1, RLX);
   return out;
 }
 
@@ -237,9 +238,54 @@ static span_t *stash_pop(heap_t *h, unsigned o) {
     sp->next = NULL;
     atomic_store_explicit(&h->stash_slots, atomic_load_explicit(&h->stash_slots, RLX) - (1u << o),
                           RLX);
+    atomic_store_explicit(&h->stash_ops, atomic_load_explicit(&h->stash_ops, RLX) + 1, RLX);
   }
   spin_unlock(&h->lock);
   return sp;
+}
+
+/* Before a thread takes never-used memory: the oldest stashed span of 2^o
+ * slots of another heap whose thread has stood still. A stash holds up to
+ * 2 MiB for a beat of the purge passes, so in knary at 16 threads on two
+ * cores (each worker building and freeing however many subtrees it got to
+ * this time) the preempted threads' stashes held 28 MiB while the running
+ * ones faulted in fresh spans: peak RSS 60.8 MiB against 32.1 at one thread.
+ * Memory one thread holds free must be reusable by the others (Hoard §4's
+ * bound on blowup). But a busy thread's stash is its next spans: taking
+ * from it makes that thread steal back, and the spans and their blocks
+ * cross cores every cycle (threadtest at two threads 1.08x the time). So a
+ * heap is taken from only when its owner has neither pushed nor popped
+ * since the last look (stash_ops against steal_seen); the first look only
+ * notes the count. It looks at STEAL_LOOK heaps at most, so a program of
+ * many threads pays a bounded number of loads per fresh span. */
+#define STEAL_LOOK 64u
+static span_t *stash_steal(const heap_t *h, unsigned o) {
+  uint32_t top = heap_count();
+  if (top > MAX_HEAPS) top = MAX_HEAPS;
+  for (uint32_t k = 1; k < top && k <= STEAL_LOOK; k++) {
+    heap_t *v = &heaps[(h->id + k) % top];
+    if (v == h || !__atomic_load_n(&v->stash[o], __ATOMIC_RELAXED)) continue;
+    uint32_t ops = atomic_load_explicit(&v->stash_ops, RLX);
+    if (atomic_load_explicit(&v->steal_seen, RLX) != ops) { /* busy since the last look */
+      atomic_store_explicit(&v->steal_seen, ops, RLX);
+      continue;
+    }
+    spin_lock(&v->lock);
+    span_t *sp = v->stash_tail[o];
+    if (sp) {
+      v->stash_tail[o] = sp->prev;
+      if (sp->prev)
+        sp->prev->next = NULL;
+      else
+        stash_head_set(v, o, NULL);
+      sp->prev = NULL;
+      atomic_store_explicit(&v->stash_slots, atomic_load_explicit(&v->stash_slots, RLX) - (1u << o),
+                            RLX);
+    }
+    spin_unlock(&v->lock);
+    if (sp) return sp;
+  }
+  return NULL;
 }
 
 /* Detaches h's whole stash as one list (caller holds h->lock). */
@@ -535,18 +581,25 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   unsigned o = class_order(cls);
   if (o < STASH_ORDERS) {
     sp = stash_pop(h, o);
-    /* pool_get reads the clock for the timed passes; a thread that lives on
-     * its stash must keep them beating too (a pass is due every quarter
-     * delay, so one look per 32 spans is plenty) */
+    /* pool_take and pool_fresh read the clock for the timed passes; a
+     * thread that lives on its stash must keep them beating too (a pass is
+     * due every quarter delay, so one look per 32 spans is plenty) */
     if (sp && (++h->stash_pops & 31) == 0) pool_tick(os_now_ms());
+    /* the pool, then other heaps' stashes, before fresh memory */
+    bool stashed = sp != NULL;
+    if (!sp && !(sp = pool_take(o))) {
+      sp = stash_steal(h, o);
+      stashed = sp != NULL;
+      if (!sp) sp = pool_fresh(o, &h->chunk);
+    }
     /* back for its own class with its lists whole: the frees linked every
      * block already, so nothing is formatted or carved again (threadtest
-     * 0.88-0.94x the time) */
-    if (sp && sp->cls == cls && sp->whole) {
+     * 0.88-0.94x the time). A span from the pool may carry a stale `whole`
+     * from an earlier stay in a stash: it is formatted afresh. */
+    if (stashed && sp->cls == cls && sp->whole) {
       span_rewarm(sp, h);
       return sp;
     }
-    if (!sp) sp = pool_get(o, &h->chunk);
   } else {
     sp = run_get(class_slots(cls), h->id);
   }

@@ -228,7 +228,8 @@ typedef struct chunk {
   uint32_t next, end;
 } chunk_t;
 bool pool_init(void) INTERNAL;
-span_t *pool_get(unsigned order, chunk_t *ck) INTERNAL;
+span_t *pool_take(unsigned order) INTERNAL;
+span_t *pool_fresh(unsigned order, chunk_t *ck) INTERNAL;
 void pool_put(span_t *sp) INTERNAL;
 void pool_tick(uint64_t now) INTERNAL;
 void pool_pages_arrived(void) INTERNAL;
@@ -353,6 +354,8 @@ typedef struct heap {
   span_t *stash[STASH_ORDERS], *stash_tail[STASH_ORDERS];
   _Atomic uint32_t stash_slots; /* slots the stash holds, for its budget */
   uint32_t stash_pops;          /* spans taken from it (the owner's only) */
+  _Atomic uint32_t stash_ops;   /* the owner's pushes and pops: moves while it is busy */
+  _Atomic uint32_t steal_seen;  /* stash_ops when another heap last looked to steal */
 #if RILL_DEBUG
   _Atomic uint32_t owner_tid; /* the thread that owns this record now */
 #endif

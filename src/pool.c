@@ -330,11 +330,17 @@ static span_t *chunk_take(chunk_t *ck, unsigned order) {
   return sp;
 }
 
-/* Empty span of 2^order slots: the pool, else fresh address space (from
- * the heap's chunk `ck` for small spans, when it has one). */
-span_t *pool_get(unsigned order, chunk_t *ck) {
+/* A pooled span of 2^order slots (the caller's stripe first), or NULL. */
+span_t *pool_take(unsigned order) {
   span_t *sp = pool_pop(order, cpu_stripe());
-  if (!sp) sp = ck && order < CHUNK_ORDER ? chunk_take(ck, order) : arena_fresh(order);
+  if (sp) pool_tick(os_now_ms());
+  return sp;
+}
+
+/* A never-used span of 2^order slots: from the heap's chunk (small orders;
+ * ck may be NULL) or the arena's top. NULL when the arena is spent. */
+span_t *pool_fresh(unsigned order, chunk_t *ck) {
+  span_t *sp = ck && order < CHUNK_ORDER ? chunk_take(ck, order) : arena_fresh(order);
   pool_tick(os_now_ms());
   return sp;
 }

@@ -11,6 +11,10 @@
  *                      purger: the default, since the test is multithreaded)
  *   test_stash beat    the same with RILL_PURGE_THREAD=0, while the main
  *                      thread allocates and frees in spans of another order
+ *   test_stash steal   a thread that would take never-used memory takes an
+ *                      idle thread's stashed spans first (run it with a
+ *                      long delay, so no beat hands them to the pool)
+ *   test_stash busy    but not those of a thread that keeps using its stash
  *
  * CTest runs the last two with RILL_PURGE_DELAY_MS=100. */
 #include <pthread.h>
@@ -112,6 +116,62 @@ static void *rewarm(void *arg) {
   return NULL;
 }
 
+/* The worker, busy: between main's span changes it takes a span from its
+ * stash and stashes it again (2 * per blocks: its hot span, then one more). */
+static sem_t go, cycled;
+static void *busy_worker(void *arg) {
+  (void)arg;
+  fill_and_empty();
+  sem_post(&filled);
+  size_t per = SPAN / SMALL;
+  void *o[2 * SPAN / SMALL];
+  for (;;) {
+    sem_wait(&go);
+    if (!nemptied) return NULL; /* main is done */
+    for (size_t i = 0; i < 2 * per; i++) o[i] = keep(malloc(SMALL));
+    for (size_t i = 0; i < 2 * per; i++) free(o[i]);
+    sem_post(&cycled);
+  }
+}
+
+/* Main takes NSPANS + 1 SMALL spans (nothing of this order is pooled, and
+ * the long delay keeps the beat from pooling the worker's stash). With the
+ * worker idle, the first look only notes its stash and each later span must
+ * be one the worker stashed; with it busy (`cycle`), none may be. */
+static void steal(bool cycle) {
+  size_t per = SPAN / SMALL, n = per * (NSPANS + 1), got = 0;
+  void **o = malloc(n * sizeof *o);
+  if (!o) DIE("malloc failed");
+  uintptr_t seen[NSPANS + 1];
+  size_t nseen = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (cycle && i % per == 0 && i) {
+      sem_post(&go);
+      sem_wait(&cycled);
+    }
+    o[i] = keep(malloc(SMALL));
+    if (!o[i]) DIE("malloc(%d) failed", SMALL);
+    uintptr_t span = (uintptr_t)o[i] & ~(uintptr_t)(SPAN - 1);
+    bool known = false;
+    for (size_t k = 0; k < nseen; k++) known = known || seen[k] == span;
+    if (known || nseen == NSPANS + 1) continue;
+    seen[nseen++] = span;
+    for (size_t k = 0; k < nemptied; k++) got += emptied[k] == span;
+  }
+  printf("steal%s: %zu of the %zu spans the main thread took were the worker's stashed ones\n",
+         cycle ? " (busy worker)" : "", got, nseen);
+  CHECK(nemptied == NSPANS, "the worker stashed %zu spans, not %d", nemptied, NSPANS);
+  if (cycle)
+    CHECK(got == 0, "%zu spans taken from the stash of a thread that was using it", got);
+  else
+    CHECK(got == nemptied,
+          "%zu of %zu stashed spans reused (of %zu the main thread took): it took never-used "
+          "memory while an idle thread's stash held spans",
+          got, nemptied, nseen);
+  for (size_t i = 0; i < n; i++) free(o[i]);
+  free(o);
+}
+
 static void run_thread(void *(*fn)(void *), pthread_t *t) {
   if (pthread_create(t, NULL, fn, NULL) != 0) DIE("pthread_create failed");
 }
@@ -126,12 +186,30 @@ int main(int argc, char **argv) {
     pthread_join(t, NULL);
     return t_finish(re ? "test_stash rewarm" : "test_stash reuse");
   }
-  bool beat = !strcmp(mode, "beat");
-  if (!beat && strcmp(mode, "idle")) DIE("usage: test_stash reuse|rewarm|idle|beat");
   sem_init(&filled, 0, 0);
   sem_init(&done, 0, 0);
+  if (!strcmp(mode, "busy")) {
+    sem_init(&go, 0, 0);
+    sem_init(&cycled, 0, 0);
+    run_thread(busy_worker, &t);
+    sem_wait(&filled);
+    steal(true);
+    nemptied = 0;
+    sem_post(&go);
+    pthread_join(t, NULL);
+    return t_finish("test_stash busy");
+  }
+  bool beat = !strcmp(mode, "beat");
+  if (!beat && strcmp(mode, "idle") && strcmp(mode, "steal"))
+    DIE("usage: test_stash reuse|rewarm|idle|beat|steal|busy");
   run_thread(worker, &t);
   sem_wait(&filled);
+  if (!strcmp(mode, "steal")) {
+    steal(false);
+    sem_post(&done);
+    pthread_join(t, NULL);
+    return t_finish("test_stash steal");
+  }
   size_t before = resident_pages();
   CHECK(before > 0, "the emptied spans' pages were gone at once: the test shows nothing");
   size_t now = before;
