@@ -191,6 +191,22 @@ static void stash_head_set(heap_t *h, unsigned o, span_t *sp) {
   __atomic_store_n(&h->stash[o], sp, __ATOMIC_RELAXED); /* peeked at without the lock */
 }
 
+/* Cuts the oldest stashed span of 2^o slots out of h's stash (caller holds
+ * h->lock), or NULL. */
+static span_t *stash_cut_oldest(heap_t *h, unsigned o) {
+  span_t *sp = h->stash_tail[o];
+  if (!sp) return NULL;
+  h->stash_tail[o] = sp->prev;
+  if (sp->prev)
+    sp->prev->next = NULL;
+  else
+    stash_head_set(h, o, NULL);
+  sp->prev = sp->next = NULL;
+  atomic_store_explicit(&h->stash_slots, atomic_load_explicit(&h->stash_slots, RLX) - (1u << o),
+                        RLX);
+  return sp;
+}
+
 /* Pushes an empty, claimed span (caller holds h->lock); returns the span that
  * leaves to keep the budget, if any, for the caller to pool after unlocking. */
 static span_t *stash_push_locked(heap_t *h, span_t *sp) {
@@ -208,20 +224,9 @@ static span_t *stash_push_locked(heap_t *h, span_t *sp) {
     h->stash_tail[o] = sp;
   stash_head_set(h, o, sp);
   uint32_t n = atomic_load_explicit(&h->stash_slots, RLX) + (1u << o);
-  span_t *out = NULL;
-  if (n > STASH_SLOTS) { /* the oldest of the order goes */
-    out = h->stash_tail[o];
-    h->stash_tail[o] = out->prev;
-    if (out->prev)
-      out->prev->next = NULL;
-    else
-      stash_head_set(h, o, NULL);
-    out->prev = out->next = NULL;
-    n -= 1u << o;
-  }
   atomic_store_explicit(&h->stash_slots, n, RLX);
   atomic_store_explicit(&h->stash_ops, atomic_load_explicit(&h->stash_ops, RLX) + 1, RLX);
-  return out;
+  return n > STASH_SLOTS ? stash_cut_oldest(h, o) : NULL; /* the oldest of the order goes */
 }
 
 /* The most recently stashed span of 2^o slots, or NULL. */
@@ -271,17 +276,7 @@ static span_t *stash_steal(const heap_t *h, unsigned o) {
       continue;
     }
     spin_lock(&v->lock);
-    span_t *sp = v->stash_tail[o];
-    if (sp) {
-      v->stash_tail[o] = sp->prev;
-      if (sp->prev)
-        sp->prev->next = NULL;
-      else
-        stash_head_set(v, o, NULL);
-      sp->prev = NULL;
-      atomic_store_explicit(&v->stash_slots, atomic_load_explicit(&v->stash_slots, RLX) - (1u << o),
-                            RLX);
-    }
+    span_t *sp = stash_cut_oldest(v, o);
     spin_unlock(&v->lock);
     if (sp) return sp;
   }
