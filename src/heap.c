@@ -572,9 +572,11 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
    * benchmark at 64-256 KiB and two threads: peak RSS 1.41x glibc's, growing
    * with every cycle). Such spans hold two or three blocks of 40 KiB or
    * more, so the runs' lock is taken per few big mallocs at most. A run
-   * is cut to the blocks it holds (class_slots). */
+   * is cut to the blocks it holds (class_slots). Classes over 4 KiB take
+   * runs too, of the slots their blocks fill exactly (span.c): a shard's
+   * lock per 2-16 blocks of 5-32 KiB, each block written by its program. */
   unsigned o = class_order(cls);
-  if (o < STASH_ORDERS) {
+  if (!class_is_run(cls)) {
     sp = stash_pop(h, o);
     /* pool_take and pool_fresh read the clock for the timed passes; a
      * thread that lives on its stash must keep them beating too (a pass is

@@ -323,6 +323,7 @@ uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
 void span_module_init(void) INTERNAL;
 unsigned class_order(unsigned cls) INTERNAL;
 size_t class_slots(unsigned cls) INTERNAL;
+bool class_is_run(unsigned cls) INTERNAL;
 /* Spans of this order and up (128 KiB; classes from 40 KiB) are runs of
  * runs.c rather than spans of the pool: see heap_next_span. */
 #define RUN_ORDER 3
