@@ -325,7 +325,8 @@ unsigned class_order(unsigned cls) INTERNAL;
 size_t class_slots(unsigned cls) INTERNAL;
 bool class_is_run(unsigned cls) INTERNAL;
 /* Spans of this order and up (128 KiB; classes from 40 KiB) are runs of
- * runs.c rather than spans of the pool: see heap_next_span. */
+ * runs.c rather than spans of the pool: see heap_next_span. So are the
+ * spans of classes over 4 KiB below it (class_is_run, span.c). */
 #define RUN_ORDER 3
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
