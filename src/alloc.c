@@ -89,6 +89,10 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
     return;
   }
   span_t *sp = span_at(off);
+  if (unlikely(!sp)) { /* an arena address no span covers */
+    free_outside(p, fn);
+    return;
+  }
   dbg_free(sp, p);
   if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
     uint64_t t = block_test(sp, (uintptr_t)p - sp->start);

@@ -79,20 +79,23 @@ bool arena_init(void) {
 
   for (size_t size = (size_t)1 << 40; size >= ((size_t)1 << 32); size >>= 1) {
     size_t nslots = size >> SLOT_SHIFT;
-    size_t meta_bytes = nslots * sizeof(span_t), heads_bytes = nslots * sizeof(uint32_t);
-    /* over-reserve by one slot so the base can be slot aligned */
-    char *raw = os_map(size + SLOT_SIZE);
+    size_t meta_bytes = nslots * sizeof(span_t), heads_bytes = nslots * sizeof(span_t *);
+    /* One reservation: the head table's gap, then the arena, with a slot
+     * more so the base can be slot aligned. */
+    size_t all = HEADS_GAP + size + SLOT_SIZE;
+    char *raw = os_map(all);
     if (!raw) continue;
     span_t *meta = os_map(meta_bytes);
-    uint32_t *heads = meta ? os_map(heads_bytes) : NULL;
-    if (!heads) {
-      if (meta) os_unmap(meta, meta_bytes);
-      os_unmap(raw, size + SLOT_SIZE);
+    if (!meta) {
+      os_unmap(raw, all);
       continue;
     }
-    uintptr_t base = ((uintptr_t)raw + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
-    if (base > (uintptr_t)raw) os_unmap(raw, base - (uintptr_t)raw);
-    uintptr_t end = (uintptr_t)raw + size + SLOT_SIZE;
+    uintptr_t base = ((uintptr_t)raw + HEADS_GAP + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
+    span_t **heads = (span_t **)(base - HEADS_GAP);
+    /* give back what neither the table of a smaller arena nor the arena uses */
+    if ((uintptr_t)heads > (uintptr_t)raw) os_unmap(raw, (uintptr_t)heads - (uintptr_t)raw);
+    if (heads_bytes < HEADS_GAP) os_unmap((char *)heads + heads_bytes, HEADS_GAP - heads_bytes);
+    uintptr_t end = (uintptr_t)raw + all;
     if (end > base + size) os_unmap((void *)(base + size), end - (base + size));
     /* Small spans must not be inflated by transparent huge pages. With
      * RILL_HUGEPAGES=1 (Streamflow §3.2 superpages) only the arena beyond
@@ -111,9 +114,10 @@ bool arena_init(void) {
     rill_dbg = os_map(nslots * sizeof(dbg_span_t));
     if (!rill_dbg) return false;
 #endif
-    /* The first span-sized run stays unused: head index 0 means "no span",
-     * and every span stays page aligned, since all are 2^min_order slots
-     * or more. */
+    /* The first span-sized run stays unused: meta[0] is the entry with no
+     * blocks that span_lookup gives for an address no span covers, and
+     * every span stays page aligned, since all are 2^min_order slots or
+     * more. */
     atomic_store_explicit(&rill_arena_top, (size_t)1 << mo, RLX);
     return true;
   }
@@ -142,7 +146,7 @@ span_t *arena_span(size_t first, unsigned order) {
   /* relaxed atomic stores: a large run's release may read a neighbouring
    * head at the same time (runs.c) */
   for (size_t i = 0; i < n; i++)
-    __atomic_store_n(&rill_arena.heads[first + i], (uint32_t)first, __ATOMIC_RELAXED);
+    __atomic_store_n(&rill_arena.heads[first + i], sp, __ATOMIC_RELAXED);
   sp->start = rill_arena.base + (first << SLOT_SHIFT);
   sp->order = (uint8_t)order;
   span_set_nslots(sp, n);

@@ -167,11 +167,10 @@ static inline void used_dec(span_t *sp, uint32_t n) {
 
 /* ---- arena (arena.c) --------------------------------------------------- */
 typedef struct arena {
-  uintptr_t base;  /* slot 0; it never holds a span */
-  size_t size;     /* bytes reserved */
-  span_t *meta;    /* one span_t per slot; only a span's first slot's is used */
-  uint32_t *heads; /* per slot: index of its span's first slot, 0 = no span (meta[0] is a span
-                    * with no blocks, so a free of such an address fails validation) */
+  uintptr_t base; /* slot 0; it never holds a span */
+  size_t size;    /* bytes reserved */
+  span_t *meta;   /* one span_t per slot; only a span's first slot's is used */
+  span_t **heads; /* per slot: its span's entry, NULL = no span; at base - HEADS_GAP */
   size_t nslots;
   size_t page;        /* kernel page size, read at start-up */
   unsigned min_order; /* no span is smaller than a page */
@@ -187,9 +186,15 @@ static inline span_t *span_of_index(size_t i) {
 static inline size_t span_index(const span_t *sp) {
   return (size_t)(sp - rill_arena.meta);
 }
-/* The span holding arena offset `off` (< rill_arena.size): meta[0] if none. */
+/* The head table sits this far below the arena's base, in the same
+ * reservation, so free finds it from the base it has loaded anyway: a span
+ * pointer per slot of the largest arena (1 TiB / 16 KiB * 8 bytes). */
+#define HEADS_GAP ((uintptr_t)8 << (40 - SLOT_SHIFT))
+/* The span holding arena offset `off` (< rill_arena.size), or NULL. One load:
+ * the entry is the span's pointer, read at a constant distance from the
+ * base (no table pointers to load, no index to scale). */
 static inline span_t *span_at(uintptr_t off) {
-  return &rill_arena.meta[rill_arena.heads[off >> SLOT_SHIFT]];
+  return ((span_t *const *)(rill_arena.base - HEADS_GAP))[off >> SLOT_SHIFT];
 }
 static inline uintptr_t span_start(const span_t *sp) {
   return sp->start;

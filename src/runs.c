@@ -42,10 +42,11 @@
  * may be formatting as small spans at that moment (arena_span): relaxed
  * atomic loads and stores, plain moves on x86. */
 static inline size_t head_get(size_t slot) {
-  return __atomic_load_n(&rill_arena.heads[slot], __ATOMIC_RELAXED);
+  span_t *sp = __atomic_load_n(&rill_arena.heads[slot], __ATOMIC_RELAXED);
+  return sp ? span_index(sp) : 0;
 }
 static inline void head_set(size_t slot, size_t first) {
-  __atomic_store_n(&rill_arena.heads[slot], (uint32_t)first, __ATOMIC_RELAXED);
+  __atomic_store_n(&rill_arena.heads[slot], span_of_index(first), __ATOMIC_RELAXED);
 }
 
 #define BINS 64

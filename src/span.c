@@ -259,11 +259,14 @@ bool span_block_ok(const span_t *sp, uintptr_t p) {
   return span_block_key(sp, p) != UINT32_MAX;
 }
 
-/* Span owning an arena address, or NULL for addresses outside the arena. */
+/* Span owning an arena address, or NULL for addresses outside the arena.
+ * An arena address no span covers gets meta[0], a span with no blocks, so
+ * the caller's block check rejects it. */
 span_t *span_lookup(const void *p) {
   uintptr_t off = (uintptr_t)p - rill_arena.base;
   if (off >= rill_arena.size) return NULL;
-  return span_at(off);
+  span_t *sp = span_at(off);
+  return sp ? sp : span_of_index(0);
 }
 
 /* A free into a span this thread's heap does not have attached: one CAS

@@ -17,7 +17,8 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
     s.bytes_reserved = rill_arena.size;
     for (size_t i = (size_t)1 << rill_arena.min_order; i < top;) {
       /* relaxed atomic: runs.c rewrites heads of free runs under its lock */
-      if (__atomic_load_n(&rill_arena.heads[i], __ATOMIC_RELAXED) != i) { /* in a heap's chunk */
+      if (__atomic_load_n(&rill_arena.heads[i], __ATOMIC_RELAXED) !=
+          span_of_index(i)) { /* in a heap's chunk */
         i++;
         continue;
       }
