@@ -69,7 +69,7 @@ static inline void *malloc_fast(heap_t *h, size_t n) {
   block_t *b = sp->free;
   if (likely(b != NULL)) {
     sp->free = b->next;
-    used_set(sp, used_get(sp) + 1);
+    used_inc(sp);
     dbg_alloc(sp, b);
     return b;
   }

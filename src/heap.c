@@ -419,7 +419,7 @@ static void orphan_put(span_t *sp) {
   spin_lock(&orphanage.lock);
   uint64_t x = list_hand_locked(&orphanage, sp);
   spin_unlock(&orphanage.lock);
-  listed_claim(sp, x, atomic_load_explicit(&sp->used, memory_order_seq_cst));
+  listed_claim(sp, x, __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST));
 }
 
 /* A remote free moved a floating span past the reuse mark (scalloc:
@@ -435,7 +435,7 @@ void heap_queue(span_t *sp) {
     if (!owner->closed) {
       uint64_t x = list_hand_locked(owner, sp);
       spin_unlock(&owner->lock);
-      listed_claim(sp, x, atomic_load_explicit(&sp->used, memory_order_seq_cst));
+      listed_claim(sp, x, __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST));
       return;
     }
     spin_unlock(&owner->lock);
@@ -615,7 +615,7 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
     block_t *b = sp->free;
     if (b) {
       sp->free = b->next;
-      used_set(sp, used_get(sp) + 1);
+      used_inc(sp);
       dbg_alloc(sp, b);
       return b;
     }

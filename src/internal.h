@@ -127,9 +127,9 @@ typedef struct span {
   _Alignas(64) block_t *free; /* local LIFO free list (owner only) */
   block_t *spare;             /* remote frees taken while `free` was not empty: a second
                                * local list, since merging would walk cold blocks */
-  _Atomic uint32_t used;      /* blocks out, incl. remote frees not yet collected;
+  uint32_t used;              /* blocks out, incl. remote frees not yet collected;
                                * written only by the owner, read by remote frees
-                               * of a LISTED span */
+                               * of a LISTED span (__atomic builtins, used_inc) */
   _Atomic uint32_t check;     /* the owner's free looks further when used < check:
                                * 0 hot, 1 listed (look when empty), CHECK_ALL listed
                                * with remote frees pending (compare the remote count) */
@@ -154,15 +154,23 @@ _Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shif
 /* `used` is owner-written but read by remote frees: relaxed atomic loads and
  * stores compile to plain moves, so the fast paths stay free of atomic RMWs. */
 static inline uint32_t used_get(const span_t *sp) {
-  return atomic_load_explicit(&sp->used, memory_order_relaxed);
+  return __atomic_load_n(&sp->used, __ATOMIC_RELAXED);
 }
 static inline void used_set(span_t *sp, uint32_t n) {
-  atomic_store_explicit(&sp->used, n, memory_order_relaxed);
+  __atomic_store_n(&sp->used, n, __ATOMIC_RELAXED);
+}
+/* malloc's increment, on the hot span only. No other thread reads `used` of
+ * a hot span (remote frees read it once the span is listed, and listing it
+ * takes the heap's lock and a locked RMW on `xf`; rill_stats_get's reading
+ * is a count, not a decision), so it is a plain add: one instruction on x86
+ * (an add to memory) where a relaxed load and store take three. */
+static inline void used_inc(span_t *sp) {
+  sp->used++;
 }
 /* A free's decrement is a release (still a plain move on x86): a remote free
  * that reads it and claims the span must see the block's link written. */
 static inline void used_dec(span_t *sp, uint32_t n) {
-  atomic_store_explicit(&sp->used, n, memory_order_release);
+  __atomic_store_n(&sp->used, n, __ATOMIC_RELEASE);
 }
 
 /* ---- arena (arena.c) --------------------------------------------------- */

@@ -304,7 +304,7 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t key) {
     uint32_t one = 1;
     if (atomic_load_explicit(&sp->check, RLX) == one)
       atomic_compare_exchange_strong_explicit(&sp->check, &one, CHECK_ALL, RLX, RLX);
-    if (XF_COUNT(nw) == atomic_load_explicit(&sp->used, memory_order_seq_cst) &&
+    if (XF_COUNT(nw) == __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST) &&
         atomic_compare_exchange_strong_explicit(&sp->xf, &nw, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
       heap_claimed(sp, false);
   } else if (nst != st) {
