@@ -59,12 +59,44 @@ uint64_t os_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Reserves the arena (scalloc §3.2: one mmap of a large range, paged in on
- * demand). Spans are handed out from the bottom up, so the part in use and
- * its page tables stay dense however sparse the live objects are. We try
- * 1 TiB and halve until the kernel agrees (39-bit aarch64 kernels, strict
- * overcommit). */
-bool arena_init(void) {
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* Reserves `size` bytes of arena, slot aligned, with the head table's
+ * HEADS_GAP below it: one mapping of both, trimmed to what a table of this
+ * size needs; or, where the address-space limit (ulimit -v) will not take
+ * the gap, the arena alone and then the table placed at its address below
+ * it, if nothing is mapped there. 0 if neither works. */
+static uintptr_t arena_reserve(size_t size) {
+  size_t heads_bytes = (size >> SLOT_SHIFT) * sizeof(span_t *);
+  size_t all = HEADS_GAP + size + SLOT_SIZE;
+  char *raw = os_map(all);
+  if (raw) {
+    uintptr_t base = ((uintptr_t)raw + HEADS_GAP + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
+    uintptr_t heads = base - HEADS_GAP, end = (uintptr_t)raw + all;
+    if (heads > (uintptr_t)raw) os_unmap(raw, heads - (uintptr_t)raw);
+    if (heads_bytes < HEADS_GAP) os_unmap((void *)(heads + heads_bytes), HEADS_GAP - heads_bytes);
+    if (end > base + size) os_unmap((void *)(base + size), end - (base + size));
+    return base;
+  }
+  raw = os_map(size + SLOT_SIZE);
+  if (!raw) return 0;
+  uintptr_t base = ((uintptr_t)raw + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
+  if (base > (uintptr_t)raw) os_unmap(raw, base - (uintptr_t)raw);
+  if (base < (uintptr_t)raw + SLOT_SIZE)
+    os_unmap((void *)(base + size), (uintptr_t)raw + SLOT_SIZE - base);
+  void *want = (void *)(base - HEADS_GAP);
+  void *t = mmap(want, heads_bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (t == want) return base;
+  if (t != MAP_FAILED) os_unmap(t, heads_bytes); /* a kernel that took it as a hint */
+  os_unmap((void *)base, size);
+  return 0;
+}
+
+/* Reads the page size and CPU count, once, before the arena is sized. */
+void arena_setup(void) {
   long pg = sysconf(_SC_PAGESIZE);
   rill_arena.page = pg > 0 ? (size_t)pg : 4096;
   cpu_set_t set;
@@ -72,56 +104,70 @@ bool arena_init(void) {
   if (sched_getaffinity(0, sizeof set, &set) == 0) ncpu = (unsigned)CPU_COUNT(&set);
   if (ncpu < 1) ncpu = 1;
   rill_arena.stripes = ncpu > MAX_STRIPES ? MAX_STRIPES : ncpu;
-
   unsigned mo = 0;
   while ((SLOT_SIZE << mo) < rill_arena.page) mo++;
   rill_arena.min_order = mo;
+}
 
-  for (size_t size = (size_t)1 << 40; size >= ((size_t)1 << 32); size >>= 1) {
-    size_t nslots = size >> SLOT_SHIFT;
-    size_t meta_bytes = nslots * sizeof(span_t), heads_bytes = nslots * sizeof(span_t *);
-    /* One reservation: the head table's gap, then the arena, with a slot
-     * more so the base can be slot aligned. */
-    size_t all = HEADS_GAP + size + SLOT_SIZE;
-    char *raw = os_map(all);
-    if (!raw) continue;
-    span_t *meta = os_map(meta_bytes);
-    if (!meta) {
-      os_unmap(raw, all);
-      continue;
-    }
-    uintptr_t base = ((uintptr_t)raw + HEADS_GAP + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
-    span_t **heads = (span_t **)(base - HEADS_GAP);
-    /* give back what neither the table of a smaller arena nor the arena uses */
-    if ((uintptr_t)heads > (uintptr_t)raw) os_unmap(raw, (uintptr_t)heads - (uintptr_t)raw);
-    if (heads_bytes < HEADS_GAP) os_unmap((char *)heads + heads_bytes, HEADS_GAP - heads_bytes);
-    uintptr_t end = (uintptr_t)raw + all;
-    if (end > base + size) os_unmap((void *)(base + size), end - (base + size));
-    /* Small spans must not be inflated by transparent huge pages. With
-     * RILL_HUGEPAGES=1 (Streamflow §3.2 superpages) only the arena beyond
-     * its first HUGE_START bytes asks for them, so small programs, which
-     * never reach it, do not balloon. */
-    madvise((void *)base, size, MADV_NOHUGEPAGE);
-    if (rill_opt.hugepages) madvise((void *)(base + HUGE_START), size - HUGE_START, MADV_HUGEPAGE);
-    madvise(meta, meta_bytes, MADV_NOHUGEPAGE);
-    madvise(heads, heads_bytes, MADV_NOHUGEPAGE);
-    rill_arena.base = base;
-    rill_arena.size = size;
-    rill_arena.meta = meta;
-    rill_arena.heads = heads;
-    rill_arena.nslots = nslots;
-#if RILL_DEBUG
-    rill_dbg = os_map(nslots * sizeof(dbg_span_t));
-    if (!rill_dbg) return false;
-#endif
-    /* The first span-sized run stays unused: meta[0] is the entry with no
-     * blocks that span_lookup gives for an address no span covers, and
-     * every span stays page aligned, since all are 2^min_order slots or
-     * more. */
-    atomic_store_explicit(&rill_arena_top, (size_t)1 << mo, RLX);
-    return true;
+/* Reserves an arena of `size` bytes with its tables (scalloc §3.2: one mmap
+ * of a large range, paged in on demand). Spans are handed out from the
+ * bottom up, so the part in use and its page tables stay dense however
+ * sparse the live objects are. rill_init tries 1 TiB and halves until the
+ * kernel agrees (39-bit aarch64 kernels, strict overcommit, an address-space
+ * limit), down to ARENA_MIN. */
+bool arena_init(size_t size) {
+  size_t nslots = size >> SLOT_SHIFT;
+  size_t meta_bytes = nslots * sizeof(span_t), heads_bytes = nslots * sizeof(span_t *);
+  span_t *meta = os_map(meta_bytes);
+  if (!meta) return false;
+  uintptr_t base = arena_reserve(size);
+  if (!base) {
+    os_unmap(meta, meta_bytes);
+    return false;
   }
-  return false;
+  span_t **heads = (span_t **)(base - HEADS_GAP);
+  /* Small spans must not be inflated by transparent huge pages. With
+   * RILL_HUGEPAGES=1 (Streamflow §3.2 superpages) only the arena beyond
+   * its first HUGE_START bytes asks for them, so small programs, which
+   * never reach it, do not balloon. */
+  madvise((void *)base, size, MADV_NOHUGEPAGE);
+  if (rill_opt.hugepages) madvise((void *)(base + HUGE_START), size - HUGE_START, MADV_HUGEPAGE);
+  madvise(meta, meta_bytes, MADV_NOHUGEPAGE);
+  madvise(heads, heads_bytes, MADV_NOHUGEPAGE);
+  rill_arena.base = base;
+  rill_arena.size = size;
+  rill_arena.meta = meta;
+  rill_arena.heads = heads;
+  rill_arena.nslots = nslots;
+#if RILL_DEBUG
+  rill_dbg = os_map(nslots * sizeof(dbg_span_t));
+  if (!rill_dbg) {
+    arena_release();
+    return false;
+  }
+#endif
+  /* The first span-sized run stays unused: meta[0] is the entry with no
+   * blocks that span_lookup gives for an address no span covers, and
+   * every span stays page aligned, since all are 2^min_order slots or
+   * more. */
+  atomic_store_explicit(&rill_arena_top, (size_t)1 << rill_arena.min_order, RLX);
+  return true;
+}
+
+/* Undoes arena_init, before anything was handed out (start-up only: the
+ * layers above could not fit their tables beside an arena of this size). */
+void arena_release(void) {
+  size_t n = rill_arena.nslots;
+  os_unmap(rill_arena.meta, n * sizeof(span_t));
+  os_unmap(rill_arena.heads, n * sizeof(span_t *));
+  os_unmap((void *)rill_arena.base, rill_arena.size);
+#if RILL_DEBUG
+  if (rill_dbg) os_unmap(rill_dbg, n * sizeof(dbg_span_t));
+  rill_dbg = NULL;
+#endif
+  rill_arena.base = rill_arena.size = rill_arena.nslots = 0;
+  rill_arena.meta = NULL;
+  rill_arena.heads = NULL;
 }
 
 /* Takes n never-used slots from the top of the arena: the first one's index,

@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #define MAX_HEAPS 65536u
+static uint32_t max_heaps; /* MAX_HEAPS, or fewer under an address-space limit */
 
 span_t rill_empty_span;
 #define EMPTY_HOT                                                                                  \
@@ -23,7 +24,7 @@ __thread heap_t *rill_tls = &rill_empty_heap;
 static heap_t backing = {EMPTY_HOT};
 static _Atomic int backing_lock;
 
-static heap_t *heaps; /* MAX_HEAPS slots, reserved at start-up */
+static heap_t *heaps; /* max_heaps slots, reserved at start-up */
 static _Atomic uint32_t heaps_top;
 static _Atomic uint64_t heaps_free; /* tagged stack of recycled ids: id+1 | tag */
 
@@ -45,12 +46,17 @@ static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
     for (unsigned w = direct_lo[cls]; w <= direct_hi[cls]; w++) h->direct[w] = sp;
 }
 
-bool heap_module_init(void) {
+bool heap_module_init(size_t budget) {
   for (unsigned c = 0; c < NDIRECT_CLS; c++) {
     direct_lo[c] = (uint8_t)(c ? class_size(c - 1) / 8 + 1 : 0);
     direct_hi[c] = (uint8_t)(class_size(c) / 8);
   }
-  heaps = os_map(sizeof(heap_t) * MAX_HEAPS);
+  /* 152 MiB of address space: under a tight ulimit -v, fewer heaps within
+   * the budget (threads past the last share a locked one) */
+  for (max_heaps = MAX_HEAPS; max_heaps >= 64; max_heaps /= 2)
+    if (sizeof(heap_t) * max_heaps <= budget &&
+        (heaps = os_map(sizeof(heap_t) * max_heaps)) != NULL)
+      break;
   atomic_store_explicit(&backing.live, 1, RLX);
   return heaps != NULL;
 }
@@ -88,7 +94,7 @@ static heap_t *heap_new(void) {
     }
   }
   uint32_t id = atomic_fetch_add_explicit(&heaps_top, 1, RLX);
-  if (id >= MAX_HEAPS) return NULL;
+  if (id >= max_heaps) return NULL;
   heap_reset(&heaps[id], id);
   return &heaps[id];
 }
@@ -266,7 +272,7 @@ static span_t *stash_pop(heap_t *h, unsigned o) {
 #define STEAL_LOOK 64u
 static span_t *stash_steal(const heap_t *h, unsigned o) {
   uint32_t top = heap_count();
-  if (top > MAX_HEAPS) top = MAX_HEAPS;
+  if (top > max_heaps) top = max_heaps;
   for (uint32_t k = 1; k < top && k <= STEAL_LOOK; k++) {
     heap_t *v = &heaps[(h->id + k) % top];
     if (v == h || !__atomic_load_n(&v->stash[o], __ATOMIC_RELAXED)) continue;
@@ -320,7 +326,7 @@ static void stash_flush(heap_t *h) {
  * the purger before its pass. */
 void heap_stashes_flush(void) {
   uint32_t top = heap_count();
-  if (top > MAX_HEAPS) top = MAX_HEAPS;
+  if (top > max_heaps) top = max_heaps;
   for (uint32_t i = 0; i < top; i++) stash_flush(&heaps[i]);
 }
 
@@ -328,7 +334,7 @@ void heap_stashes_flush(void) {
  * sleep on them. */
 bool heap_stashed(void) {
   uint32_t top = heap_count();
-  if (top > MAX_HEAPS) top = MAX_HEAPS;
+  if (top > max_heaps) top = max_heaps;
   for (uint32_t i = 0; i < top; i++)
     if (atomic_load_explicit(&heaps[i].stash_slots, RLX)) return true;
   return false;
@@ -870,7 +876,7 @@ static size_t heap_sweep(heap_t *h) {
 size_t heap_sweep_all(void) {
   size_t n = heap_sweep(&orphanage);
   uint32_t top = heap_count();
-  if (top > MAX_HEAPS) top = MAX_HEAPS;
+  if (top > max_heaps) top = max_heaps;
   for (uint32_t i = 0; i < top; i++)
     if (atomic_load_explicit(&heaps[i].live, ACQ)) n += heap_sweep(&heaps[i]);
   return n;
@@ -902,7 +908,10 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
     return huge_alloc(n, align);
   }
   span_t *sp = run_get(run_slots(need), h->id);
-  if (!sp) return NULL;
+  if (unlikely(!sp)) { /* the arena is full (a small one, under ulimit -v): a mapping of its own */
+    *zeroed = true;
+    return huge_alloc(n, align);
+  }
   uintptr_t start = span_start(sp), obj = start;
   if (align > SLOT_SIZE) obj = (start + align - 1) & ~(uintptr_t)(align - 1);
   size_t pg = rill_arena.page;
@@ -917,7 +926,7 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
  * unlinked in the child; a free in the child may claim a span of any heap. */
 static void heaps_lock_all(bool lock) {
   uint32_t n = heap_count();
-  if (n > MAX_HEAPS) n = MAX_HEAPS;
+  if (n > max_heaps) n = max_heaps;
   for (uint32_t i = 0; i < n; i++) lock ? spin_lock(&heaps[i].lock) : spin_unlock(&heaps[i].lock);
   lock ? spin_lock(&backing.lock) : spin_unlock(&backing.lock);
   lock ? spin_lock(&orphanage.lock) : spin_unlock(&orphanage.lock);

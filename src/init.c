@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -144,13 +145,37 @@ static void fork_child(void) {
   atomic_store_explicit(&init_lock, 0, RLX);
 }
 
+/* The arena and the tables of the layers above it that grow with it: the
+ * largest size whose every part the kernel takes. */
+static bool reserve(void) {
+  /* Under an address-space limit (ulimit -v), the arena takes at most half
+   * of it and the heap table a sixteenth: the rest is the program's, for its
+   * thread stacks, its libraries and its other mappings. */
+  size_t limit = SIZE_MAX;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) limit = (size_t)rl.rlim_cur;
+  if (!heap_module_init(limit / 16)) return false;
+  arena_setup();
+  for (size_t size = ARENA_MAX; size >= ARENA_MIN; size >>= 1) {
+    if (size > limit / 2 && size > ARENA_MIN) continue;
+    if (!arena_init(size)) continue;
+    if (pool_init()) {
+      if (runs_init()) return true;
+      pool_release();
+    }
+    arena_release();
+  }
+  return false;
+}
+
 /* Global start-up, once: the arena and the heap table. The pthread key and
  * fork handlers come later, in rill_thread_register, once this thread has a
  * heap: pthread_atfork may itself call malloc. */
 bool rill_init(void) {
+  static bool failed; /* under init_lock: a process that cannot get an arena says so once */
   spin_lock(&init_lock);
-  bool ok = atomic_load_explicit(&rill_ready, RLX);
-  if (!ok) {
+  bool ok = atomic_load_explicit(&rill_ready, RLX), report = false;
+  if (!ok && !failed) {
     rill_opt.show_stats = opt_bool("RILL_SHOW_STATS", false);
     rill_opt.hugepages = opt_bool("RILL_HUGEPAGES", false);
     /* "auto", then pairs of off and on words: odd indices are off */
@@ -165,12 +190,15 @@ bool rill_init(void) {
     rill_opt.purge_free = opt_word("RILL_PURGE", advice, 2,
                                    ": unrecognised value, accepted: dontneed, free; "
                                    "using the default (dontneed)") == 1;
-    ok = arena_init() && pool_init() && runs_init() && heap_module_init();
+    ok = reserve();
     if (ok) span_module_init();
     if (ok) atomic_store_explicit(&rill_ready, 1, REL);
+    failed = report = !ok;
   }
   spin_unlock(&init_lock);
-  if (!ok) rill_message("cannot reserve address space for the arena", "");
+  if (report)
+    rill_message("cannot reserve address space for the arena (64 MiB at least)",
+                 "; allocations fail with ENOMEM");
   return ok;
 }
 

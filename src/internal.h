@@ -197,7 +197,9 @@ static inline size_t span_index(const span_t *sp) {
 /* The head table sits this far below the arena's base, in the same
  * reservation, so free finds it from the base it has loaded anyway: a span
  * pointer per slot of the largest arena (1 TiB / 16 KiB * 8 bytes). */
-#define HEADS_GAP ((uintptr_t)8 << (40 - SLOT_SHIFT))
+#define ARENA_MAX ((size_t)1 << 40)
+#define ARENA_MIN ((size_t)64 << 20) /* under a tight ulimit -v */
+#define HEADS_GAP ((uintptr_t)8 * (ARENA_MAX >> SLOT_SHIFT))
 /* The span holding arena offset `off` (< rill_arena.size), or NULL. One load:
  * the entry is the span's pointer, read at a constant distance from the
  * base (no table pointers to load, no index to scale). */
@@ -219,7 +221,9 @@ static inline size_t span_bytes(const span_t *sp) {
   return (size_t)span_nslots(sp) << SLOT_SHIFT;
 }
 
-bool arena_init(void) INTERNAL;
+void arena_setup(void) INTERNAL;
+bool arena_init(size_t size) INTERNAL;
+void arena_release(void) INTERNAL;
 size_t arena_take(size_t n) INTERNAL;
 bool arena_extend(size_t end, size_t n) INTERNAL;
 span_t *arena_span(size_t first, unsigned order) INTERNAL;
@@ -241,6 +245,7 @@ typedef struct chunk {
   uint32_t next, end;
 } chunk_t;
 bool pool_init(void) INTERNAL;
+void pool_release(void) INTERNAL;
 span_t *pool_take(unsigned order) INTERNAL;
 span_t *pool_fresh(unsigned order, chunk_t *ck) INTERNAL;
 void pool_put(span_t *sp) INTERNAL;
@@ -404,7 +409,7 @@ size_t heap_sweep_all(void) INTERNAL;
 heap_t *heap_at(uint32_t id) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
-bool heap_module_init(void) INTERNAL;
+bool heap_module_init(size_t budget) INTERNAL;
 heap_t *heap_new_variant(void) INTERNAL;
 void heap_fork_prepare(void) INTERNAL;
 void heap_fork_parent(void) INTERNAL;

@@ -33,18 +33,29 @@ static map_t maps[MAX_STRIPES][NORDERS];
 
 /* Reserves the maps (untouched pages cost nothing): called once, after the
  * arena knows its size. */
+static void *maps_mem;
+static size_t maps_bytes;
+
 bool pool_init(void) {
   size_t words = (rill_arena.nslots + 63) / 64, swords = (words + 63) / 64;
   size_t per = (words + swords) * sizeof(uint64_t);
   size_t n = (size_t)NORDERS * rill_arena.stripes;
   char *mem = os_map(per * n);
   if (!mem) return false;
+  maps_mem = mem;
+  maps_bytes = per * n;
   for (unsigned o = 0; o < NORDERS; o++)
     for (unsigned s = 0; s < rill_arena.stripes; s++, mem += per) {
       maps[s][o].bits = (_Atomic uint64_t *)(void *)mem;
       maps[s][o].sum = maps[s][o].bits + words;
     }
   return true;
+}
+
+/* Undoes pool_init at start-up, for a smaller arena. */
+void pool_release(void) {
+  os_unmap(maps_mem, maps_bytes);
+  maps_mem = NULL;
 }
 
 /* Sets bits `m` of word w. The summary bit is set after the word, and the
