@@ -2,30 +2,11 @@
  * arena to half the limit, large blocks that no longer fit the arena get mappings of their
  * own, threads still start, and a limit too small for any arena makes malloc fail with ENOMEM
  * and one message. Each case re-runs this program under setrlimit(RLIMIT_AS). */
-#include <errno.h>
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include "rill.h"
-
-#define MIB ((size_t)1 << 20)
-
-static int failures;
-#define CHECK(c, ...)                                                                              \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      failures++;                                                                                  \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-    }                                                                                              \
-  } while (0)
+#include "rill_test.h"
 
 static void *worker(void *arg) {
   unsigned seed = (unsigned)(uintptr_t)arg;
@@ -37,8 +18,7 @@ static void *worker(void *arg) {
     size_t n = 16 + (seed >> 16) % 2000;
     held[k] = malloc(n);
     if (!held[k]) {
-      __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);
-      fprintf(stderr, "FAIL: a thread's malloc(%zu) failed\n", n);
+      FAIL("a thread's malloc(%zu) failed", n);
       return NULL;
     }
     memset(held[k], (int)k, n);
@@ -54,9 +34,9 @@ static int child_fits(size_t limit) {
   void *first = malloc(64); /* rill starts up under the limit */
   rill_stats_get(&st);
   size_t arena = (size_t)st.bytes_reserved;
-  CHECK(arena >= 64 * MIB && arena <= limit / 2, "arena of %zu MiB under a %zu MiB limit",
+  CHECK(arena >= 64 * MiB && arena <= limit / 2, "arena of %zu MiB under a %zu MiB limit",
         arena >> 20, limit >> 20);
-  size_t nsmall = arena / 2 / 1024, nlarge = (arena / 2 + 32 * MIB) / MIB;
+  size_t nsmall = arena / 2 / 1024, nlarge = (arena / 2 + 32 * MiB) / MiB;
   unsigned char **small = malloc(nsmall * sizeof *small);
   unsigned char **large = malloc(nlarge * sizeof *large);
   CHECK(small && large, "index arrays");
@@ -73,21 +53,21 @@ static int child_fits(size_t limit) {
     CHECK(pthread_create(&t[i], NULL, worker, (void *)(i + 1)) == 0, "thread %zu", (size_t)i);
   for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
   for (size_t i = 0; i < nlarge; i++) {
-    large[i] = malloc(MIB);
+    large[i] = malloc(MiB);
     CHECK(large[i] != NULL, "large block %zu of %zu (arena %zu MiB)", i, nlarge, arena >> 20);
     if (!large[i]) return 1;
-    memset(large[i], (int)(i & 0xff), MIB);
+    memset(large[i], (int)(i & 0xff), MiB);
   }
   rill_stats_get(&st);
   size_t outside = (size_t)st.huge_bytes;
-  CHECK(outside >= 16 * MIB, "large blocks past the %zu MiB arena: %zu MiB mapped outside it",
+  CHECK(outside >= 16 * MiB, "large blocks past the %zu MiB arena: %zu MiB mapped outside it",
         arena >> 20, outside >> 20);
   for (size_t i = 0; i < nsmall; i++) {
     CHECK(small[i][0] == (i & 0xff) && small[i][1023] == (i & 0xff), "small block %zu", i);
     free(small[i]);
   }
   for (size_t i = 0; i < nlarge; i++) {
-    CHECK(large[i][0] == (i & 0xff) && large[i][MIB - 1] == (i & 0xff), "large block %zu", i);
+    CHECK(large[i][0] == (i & 0xff) && large[i][MiB - 1] == (i & 0xff), "large block %zu", i);
     free(large[i]);
   }
   free(small);
@@ -95,7 +75,7 @@ static int child_fits(size_t limit) {
   free(first);
   printf("limit %zu MiB: arena %zu MiB, %zu small and %zu large blocks (%zu MiB outside it)\n",
          limit >> 20, arena >> 20, nsmall, nlarge, outside >> 20);
-  return failures != 0;
+  return atomic_load(&t_failures) != 0;
 }
 
 /* A limit no arena fits: malloc fails cleanly, every time. */
@@ -138,17 +118,17 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "fits") == 0) return child_fits(strtoull(argv[2], NULL, 10));
   if (argc == 3 && strcmp(argv[1], "tiny") == 0) return child_tiny();
   static char err[8192];
-  const size_t limits[] = {384 * MIB, 768 * MIB, 3072 * MIB};
+  const size_t limits[] = {384 * MiB, 768 * MiB, 3072 * MiB};
   for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
     int rc = run_limited("/proc/self/exe", "fits", limits[i], err, sizeof err);
     CHECK(rc == 0, "under a %zu MiB limit: exit %d; stderr:\n%s", limits[i] >> 20, rc, err);
   }
-  int rc = run_limited("/proc/self/exe", "tiny", 40 * MIB, err, sizeof err);
+  int rc = run_limited("/proc/self/exe", "tiny", 40 * MiB, err, sizeof err);
   size_t said = 0;
   for (const char *s = err; (s = strstr(s, "cannot reserve")) != NULL; s++) said++;
   CHECK(rc == 0, "under a 40 MiB limit malloc must fail with ENOMEM: exit %d\n%s", rc, err);
   CHECK(said == 1, "under a 40 MiB limit rill must say so once, said it %zu times:\n%s", said, err);
-  if (failures) return 1;
+  if (atomic_load(&t_failures)) return 1;
   printf("ok: arena within half of the limit, large blocks past it mapped, threads ran; a "
          "40 MiB limit fails with ENOMEM and one message\n");
   return 0;
