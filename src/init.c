@@ -148,12 +148,17 @@ static void fork_child(void) {
 /* The arena and the tables of the layers above it that grow with it: the
  * largest size whose every part the kernel takes. */
 static bool reserve(void) {
-  /* Under an address-space limit (ulimit -v), the arena takes at most half
-   * of it and the heap table a sixteenth: the rest is the program's, for its
-   * thread stacks, its libraries and its other mappings. */
+  /* Under an address-space limit (ulimit -v), or a data limit (ulimit -d,
+   * which counts private writable mappings since Linux 4.7), the arena takes
+   * at most half of it and the heap table a sixteenth: the rest is the
+   * program's, for its thread stacks, its libraries and its other mappings. */
   size_t limit = SIZE_MAX;
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) limit = (size_t)rl.rlim_cur;
+  const int which[] = {RLIMIT_AS, RLIMIT_DATA};
+  for (unsigned i = 0; i < 2; i++) {
+    struct rlimit rl;
+    if (getrlimit(which[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < limit)
+      limit = (size_t)rl.rlim_cur;
+  }
   if (!heap_module_init(limit / 16)) return false;
   arena_setup();
   for (size_t size = ARENA_MAX; size >= ARENA_MIN; size >>= 1) {

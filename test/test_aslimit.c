@@ -1,7 +1,8 @@
 /* test_aslimit.c - proves rill works under an address-space limit (ulimit -v): it sizes its
  * arena to half the limit, large blocks that no longer fit the arena get mappings of their
  * own, threads still start, and a limit too small for any arena makes malloc fail with ENOMEM
- * and one message. Each case re-runs this program under setrlimit(RLIMIT_AS). */
+ * and one message. Each case re-runs this program under setrlimit(RLIMIT_AS), and one under
+ * RLIMIT_DATA. */
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -88,8 +89,9 @@ static int child_tiny(void) {
   return 0;
 }
 
-/* Runs this program under RLIMIT_AS = limit; returns its exit status and its stderr. */
-static int run_limited(const char *self, const char *mode, size_t limit, char *err, size_t cap) {
+/* Runs this program under `resource` = limit; returns its exit status and its stderr. */
+static int run_limited(const char *self, const char *mode, int resource, size_t limit, char *err,
+                       size_t cap) {
   int fd[2];
   if (pipe(fd) != 0) return -1;
   pid_t pid = fork();
@@ -97,7 +99,7 @@ static int run_limited(const char *self, const char *mode, size_t limit, char *e
     dup2(fd[1], 2);
     close(fd[0]);
     struct rlimit rl = {limit, limit};
-    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(90);
+    if (setrlimit(resource, &rl) != 0) _exit(90);
     char arg[32];
     snprintf(arg, sizeof arg, "%zu", limit);
     execl(self, self, mode, arg, (char *)NULL);
@@ -120,10 +122,13 @@ int main(int argc, char **argv) {
   static char err[8192];
   const size_t limits[] = {384 * MiB, 768 * MiB, 3072 * MiB};
   for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
-    int rc = run_limited("/proc/self/exe", "fits", limits[i], err, sizeof err);
+    int rc = run_limited("/proc/self/exe", "fits", RLIMIT_AS, limits[i], err, sizeof err);
     CHECK(rc == 0, "under a %zu MiB limit: exit %d; stderr:\n%s", limits[i] >> 20, rc, err);
   }
-  int rc = run_limited("/proc/self/exe", "tiny", 40 * MiB, err, sizeof err);
+  /* ulimit -d counts private writable mappings too (Linux 4.7 and later) */
+  int rcd = run_limited("/proc/self/exe", "fits", RLIMIT_DATA, 768 * MiB, err, sizeof err);
+  CHECK(rcd == 0, "under a 768 MiB data limit: exit %d; stderr:\n%s", rcd, err);
+  int rc = run_limited("/proc/self/exe", "tiny", RLIMIT_AS, 40 * MiB, err, sizeof err);
   size_t said = 0;
   for (const char *s = err; (s = strstr(s, "cannot reserve")) != NULL; s++) said++;
   CHECK(rc == 0, "under a 40 MiB limit malloc must fail with ENOMEM: exit %d\n%s", rc, err);
