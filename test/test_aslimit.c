@@ -63,6 +63,17 @@ static int child_fits(size_t limit) {
   size_t outside = (size_t)st.huge_bytes;
   CHECK(outside >= 16 * MiB, "large blocks past the %zu MiB arena: %zu MiB mapped outside it",
         arena >> 20, outside >> 20);
+  /* the arena is full: calloc, aligned and grown blocks take mappings of their own too */
+  unsigned char *z = calloc(1, 2 * MiB);
+  CHECK(z && first_nonzero(z, 2 * MiB) == SIZE_MAX, "calloc(2 MiB) past the arena: not zero");
+  void *al = aligned_alloc(MiB, MiB);
+  CHECK(al && ((uintptr_t)al & (MiB - 1)) == 0, "aligned_alloc(1 MiB, 1 MiB) past the arena: %p",
+        al);
+  unsigned char *g = realloc(large[1], 3 * MiB);
+  CHECK(g && g[0] == 1 && g[MiB - 1] == 1, "realloc of a block past the arena lost its bytes");
+  if (g) large[1] = g;
+  free(z);
+  free(al);
   for (size_t i = 0; i < nsmall; i++) {
     CHECK(small[i][0] == (i & 0xff) && small[i][1023] == (i & 0xff), "small block %zu", i);
     free(small[i]);
