@@ -89,10 +89,7 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
     return;
   }
   span_t *sp = span_at(off);
-  if (unlikely(!sp)) { /* an arena address no span covers */
-    free_outside(p, fn);
-    return;
-  }
+  if (unlikely(!sp)) rill_invalid(fn, p); /* an arena address no span covers */
   dbg_free(sp, p);
   if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
     uint64_t t = block_test(sp, (uintptr_t)p - sp->start);

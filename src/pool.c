@@ -31,11 +31,12 @@ static map_t maps[MAX_STRIPES][NORDERS];
 #define SEQ    memory_order_seq_cst
 #define BIT(i) ((uint64_t)1 << ((i)&63))
 
-/* Reserves the maps (untouched pages cost nothing): called once, after the
- * arena knows its size. */
-static void *maps_mem;
+static void *maps_mem; /* all the maps, in one mapping */
 static size_t maps_bytes;
 
+/* Reserves the maps (untouched pages cost nothing), once the arena knows its
+ * size; start-up calls it again if it had to release them for a smaller
+ * arena (pool_release). */
 bool pool_init(void) {
   size_t words = (rill_arena.nslots + 63) / 64, swords = (words + 63) / 64;
   size_t per = (words + swords) * sizeof(uint64_t);
