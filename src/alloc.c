@@ -84,14 +84,13 @@ static COLD void free_outside(void *p, const char *fn) {
  * block test (block_test) rejects interior and never-allocated addresses. */
 static inline void free_fast(heap_t *h, void *p, const char *fn) {
   uintptr_t off = (uintptr_t)p - rill_arena.base;
-  if (unlikely(off >= rill_arena.size)) {
+  if (unlikely(arena_beyond(off))) {
     if (p) free_outside(p, fn);
     return;
   }
-  span_t *sp = span_at(off);
-  if (unlikely(!sp)) rill_invalid(fn, p); /* an arena address no span covers */
+  span_t *sp = span_at(off); /* meta[0], whose block test fails, if no span covers p */
   dbg_free(sp, p);
-  if (likely(atomic_load_explicit(&sp->attached, RLX) == h)) {
+  if (likely(attached_to(sp, h))) {
     uint64_t t = block_test(sp, (uintptr_t)p - sp->start);
     block_t *b = p, *head = sp->free;
     /* the head test catches the common double free (glibc's "fasttop");
@@ -106,8 +105,7 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
      * returns: here or in a remote free (scalloc's eager return). `check`
      * keeps this to one predictable compare on the owner's line unless
      * remote frees are pending on a listed span. */
-    if (unlikely(u < atomic_load_explicit(&sp->check, RLX)) &&
-        XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u)
+    if (unlikely(below_check(sp, u)) && XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u)
       heap_span_emptied(sp);
     return;
   }

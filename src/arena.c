@@ -11,8 +11,10 @@
 
 #include "internal.h"
 
-/* Read by every free: a line of its own, away from anything written. */
+/* Read by every free: a line of its own, away from anything written often. */
 _Alignas(64) arena_t rill_arena;
+
+static void arena_cover(size_t end);
 _Alignas(64) _Atomic size_t rill_arena_top;
 
 void *os_map(size_t n) {
@@ -139,6 +141,7 @@ bool arena_init(size_t size) {
   rill_arena.meta = meta;
   rill_arena.heads = heads;
   rill_arena.nslots = nslots;
+  rill_arena.bound = 0;
 #if RILL_DEBUG
   rill_dbg = os_map(nslots * sizeof(dbg_span_t));
   if (!rill_dbg) {
@@ -151,6 +154,7 @@ bool arena_init(size_t size) {
    * every span stays page aligned, since all are 2^min_order slots or
    * more. */
   atomic_store_explicit(&rill_arena_top, (size_t)1 << rill_arena.min_order, RLX);
+  arena_cover((size_t)1 << rill_arena.min_order);
   return true;
 }
 
@@ -165,24 +169,53 @@ void arena_release(void) {
   if (rill_dbg) os_unmap(rill_dbg, n * sizeof(dbg_span_t));
   rill_dbg = NULL;
 #endif
-  rill_arena.base = rill_arena.size = rill_arena.nslots = 0;
+  rill_arena.base = rill_arena.size = rill_arena.nslots = rill_arena.bound = 0;
   rill_arena.meta = NULL;
   rill_arena.heads = NULL;
+}
+
+/* Head entries of slots no span covers hold meta[0] rather than NULL, so
+ * free's fast path needs no null test: it tests the bound instead of the
+ * arena's size, and every entry below the bound is a span. The entries are
+ * written a page of the table (512 slots, 8 MiB of arena) at a time, ahead
+ * of the slots arena_take hands out, before the bound that admits them is
+ * published (release); a taker whose slots are already below the bound it
+ * reads (acquire) sees them written, and writes its own entries after. */
+#define COVER_STEP ((size_t)4096 / sizeof(span_t *))
+static _Atomic int cover_lock;
+
+static void arena_cover(size_t end) {
+  if (end <= (__atomic_load_n(&rill_arena.bound, __ATOMIC_ACQUIRE) >> SLOT_SHIFT)) return;
+  spin_lock(&cover_lock);
+  size_t from = rill_arena.bound >> SLOT_SHIFT;
+  if (end > from) {
+    size_t to = (end + COVER_STEP - 1) & ~(COVER_STEP - 1);
+    if (to > rill_arena.nslots) to = rill_arena.nslots;
+    for (size_t i = from; i < to; i++)
+      __atomic_store_n(&rill_arena.heads[i], span_of_index(0), __ATOMIC_RELAXED);
+    __atomic_store_n(&rill_arena.bound, to << SLOT_SHIFT, __ATOMIC_RELEASE);
+  }
+  spin_unlock(&cover_lock);
 }
 
 /* Takes n never-used slots from the top of the arena: the first one's index,
  * or 0 once the address space is exhausted (slot 0 is never a span). */
 size_t arena_take(size_t n) {
   size_t first = atomic_fetch_add_explicit(&rill_arena_top, n, RLX);
-  return first + n > rill_arena.nslots ? 0 : first;
+  if (first + n > rill_arena.nslots) return 0;
+  arena_cover(first + n);
+  return first;
 }
 
 /* Takes the n never-used slots from `end` on if `end` is the top of the
  * arena: a large run that ends there grows in place. */
 bool arena_extend(size_t end, size_t n) {
   size_t top = end;
-  return end + n <= rill_arena.nslots &&
-         atomic_compare_exchange_strong_explicit(&rill_arena_top, &top, end + n, RLX, RLX);
+  if (end + n > rill_arena.nslots ||
+      !atomic_compare_exchange_strong_explicit(&rill_arena_top, &top, end + n, RLX, RLX))
+    return false;
+  arena_cover(end + n);
+  return true;
 }
 
 /* Makes never-used slots first .. first + 2^order - 1 one empty span. */

@@ -188,13 +188,43 @@ static inline void used_inc(span_t *sp) {
 static inline void used_dec(span_t *sp, uint32_t n) {
   __atomic_store_n(&sp->used, n, __ATOMIC_RELEASE);
 }
+/* u < sp->check, the owner free's test for a listed span's last block. A
+ * remote free may raise `check` meanwhile (span_free_remote), so it is a
+ * relaxed load; on x86-64 the compare reads it from memory itself, one
+ * instruction fewer than the load compilers emit for an atomic. (Taking the
+ * decrement into the asm too, as a subtract from memory and a reload, saved
+ * one more instruction but made recycle 3-7% slower: the reload waits for
+ * the subtract's store.) */
+static inline bool below_check(const span_t *sp, uint32_t u) {
+#if defined(__x86_64__) && !defined(RILL_TSAN)
+  bool r;
+  __asm__("cmpl %1, %2" : "=@ccb"(r) : "m"(*(const uint32_t *)&sp->check), "r"(u));
+  return r;
+#else
+  return u < atomic_load_explicit(&sp->check, memory_order_relaxed);
+#endif
+}
+
+/* Is `h` the heap the span is attached to (free's ownership test)? A relaxed
+ * load, compared from memory on x86-64, as in below_check. */
+static inline bool attached_to(const span_t *sp, const struct heap *h) {
+#if defined(__x86_64__) && !defined(RILL_TSAN)
+  bool r;
+  __asm__("cmpq %1, %2" : "=@ccz"(r) : "m"(*(struct heap *const *)&sp->attached), "r"(h));
+  return r;
+#else
+  return atomic_load_explicit(&sp->attached, memory_order_relaxed) == h;
+#endif
+}
 
 /* ---- arena (arena.c) --------------------------------------------------- */
 typedef struct arena {
   uintptr_t base; /* slot 0; it never holds a span */
+  size_t bound;   /* bytes from base whose head entries are all set (arena_cover); grows */
   size_t size;    /* bytes reserved */
   span_t *meta;   /* one span_t per slot; only a span's first slot's is used */
-  span_t **heads; /* per slot: its span's entry, NULL = no span; at base - HEADS_GAP */
+  span_t **heads; /* per slot: its span's entry, or meta[0] (no span) below bound, NULL above
+                   * it; at base - HEADS_GAP */
   size_t nslots;
   size_t page;        /* kernel page size, read at start-up */
   unsigned min_order; /* no span is smaller than a page */
@@ -216,11 +246,27 @@ static inline size_t span_index(const span_t *sp) {
 #define ARENA_MAX ((size_t)1 << 40)
 #define ARENA_MIN ((size_t)64 << 20) /* under a tight ulimit -v */
 #define HEADS_GAP ((uintptr_t)8 * (ARENA_MAX >> SLOT_SHIFT))
-/* The span holding arena offset `off` (< rill_arena.size), or NULL. One load:
- * the entry is the span's pointer, read at a constant distance from the
- * base (no table pointers to load, no index to scale). */
+/* The span holding arena offset `off` (< rill_arena.bound): meta[0], with
+ * no blocks, if none does. One load: the entry is the span's pointer, read
+ * at a constant distance from the base (no table pointers to load, no index
+ * to scale). */
 static inline span_t *span_at(uintptr_t off) {
   return ((span_t *const *)(rill_arena.base - HEADS_GAP))[off >> SLOT_SHIFT];
+}
+/* Is arena offset `off` at or past the bound, so not in any span (free's
+ * first test)? `bound` only grows, under arena_cover's lock, before the
+ * slots below it are handed out: a block that reached this thread through
+ * any synchronization lies below the bound this thread sees. The compare
+ * reads it straight from memory (a relaxed load, which compilers will not
+ * fold into the compare: one instruction more on free's fast path). */
+static inline bool arena_beyond(uintptr_t off) {
+#if defined(__x86_64__) && !defined(RILL_TSAN)
+  bool r;
+  __asm__("cmpq %1, %2" : "=@ccae"(r) : "m"(rill_arena.bound), "r"(off));
+  return r;
+#else
+  return off >= __atomic_load_n(&rill_arena.bound, __ATOMIC_RELAXED);
+#endif
 }
 static inline uintptr_t span_start(const span_t *sp) {
   return sp->start;

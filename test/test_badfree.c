@@ -27,6 +27,7 @@ enum kind {
   K_FOREIGN_MMAP,
   K_STATIC,
   K_ARENA_GAP,
+  K_ARENA_COVERED,
   K_OTHER_THREAD,
   K_EVERY_CLASS, /* run by main for each size class, not in the kind x api loop */
   K_COUNT
@@ -44,6 +45,7 @@ static const char *const kind_name[] = {
     "page from a separate mmap",
     "address in the program's data",
     "malloc(16) + 512 MiB (rill's reserve, no span there)",
+    "malloc(16) + 4 MiB (below the arena's covered bound, no span there)",
     "malloc(96) + 32 by a thread since exited (remote path)",
     sweep_name,
 };
@@ -103,6 +105,10 @@ static void *bad_pointer(enum kind k, volatile char *stack_buf) {
   case K_ARENA_GAP: /* inside the reserved arena (4 GiB at least), far above what is in use */
     p = malloc(16);
     return p ? (char *)p + 512 * MiB : NULL;
+  case K_ARENA_COVERED: /* head entries are written 8 MiB ahead of the spans in use: this
+                         * one names meta[0], the entry with no blocks */
+    p = malloc(16);
+    return p ? (char *)p + 4 * MiB : NULL;
   case K_EVERY_CLASS:
     p = malloc(sweep_size);
     return p ? (char *)p + sweep_delta : NULL;
