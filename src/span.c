@@ -51,9 +51,21 @@ static size_t exact_slots(size_t sz) {
   return run_slots(4 * SLOT_SIZE);
 }
 
+/* Classes up to 64 B take spans of at least this many bytes. A thread that
+ * allocates a batch and frees it cycles through every span the batch fills
+ * plus the hot one, each span's blocks all in turn, so with 16 KiB spans
+ * (341 blocks of 48 B) a batch of 700-1300 such blocks ran 1.16-1.25x
+ * mimalloc's time, where its 64 KiB pages reuse the blocks just freed.
+ * 32 KiB for the classes up to 64 B took recycle 0.94-0.91x the time and
+ * shbench 0.97-0.98x; up to 128 B gained no more and cost 4-7% peak RSS in
+ * xmalloc, larson and the soak (docs/benchmarks.md, "32 KiB spans for the
+ * classes up to 64 B"). */
+#define SMALL_SPAN_MIN ((size_t)32 * 1024)
+
 void span_module_init(void) {
   for (unsigned c = 0; c < NCLASSES; c++) {
     size_t sz = class_size(c), min = sz <= 1024 ? 64 * sz : (size_t)64 * 1024;
+    if (sz <= 64 && min < SMALL_SPAN_MIN) min = SMALL_SPAN_MIN;
     unsigned o = rill_arena.min_order;
     while ((SLOT_SIZE << o) < min || (SLOT_SIZE << o) < 2 * sz) o++;
     cls_order[c] = (uint8_t)o;

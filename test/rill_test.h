@@ -236,6 +236,9 @@ static inline size_t rss_bytes(void) {
  * their premise (a fresh thread's blocks are contiguous within a span). */
 #define T_SLOT_BYTES 16384
 #define T_SPAN_BYTES(sz)                                                                           \
-  ((sz) <= 256 ? T_SLOT_BYTES : (sz) <= 512 ? 2 * T_SLOT_BYTES : 4 * T_SLOT_BYTES)
+  ((sz) <= 64    ? 2 * T_SLOT_BYTES                                                                \
+   : (sz) <= 256 ? T_SLOT_BYTES                                                                    \
+   : (sz) <= 512 ? 2 * T_SLOT_BYTES                                                                \
+                 : 4 * T_SLOT_BYTES)
 
 #endif

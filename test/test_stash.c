@@ -24,7 +24,7 @@
 
 #include "rill_test.h"
 
-#define SMALL  64    /* a class whose spans are one 16 KiB slot */
+#define SMALL  256   /* a class whose spans are one 16 KiB slot */
 #define OTHER  400   /* a class whose spans are two slots */
 #define SPAN   16384 /* bytes of a SMALL span */
 #define NSPANS 24    /* spans a worker fills and empties: well inside the stash */
@@ -86,8 +86,8 @@ static void *reuse(void *arg) {
   (void)arg;
   fill_and_empty();
   CHECK(nemptied >= 2, "only %zu spans recorded", nemptied);
-  /* another class of the same order takes a new span */
-  char *p = keep(malloc(SMALL * 2));
+  /* another class of the same order (224 B) takes a new span */
+  char *p = keep(malloc(200));
   uintptr_t last = emptied[nemptied - 1], span = (uintptr_t)p & ~(uintptr_t)(SPAN - 1);
   CHECK(span == last, "the next span is %#lx, not the one emptied last (%#lx; first %#lx)",
         (unsigned long)span, (unsigned long)last, (unsigned long)emptied[0]);
