@@ -13,9 +13,9 @@
 
 /* Read by every free: a line of its own, away from anything written often. */
 _Alignas(64) arena_t rill_arena;
+_Alignas(64) _Atomic size_t rill_arena_top;
 
 static void arena_cover(size_t end);
-_Alignas(64) _Atomic size_t rill_arena_top;
 
 void *os_map(size_t n) {
   void *p =

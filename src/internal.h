@@ -256,9 +256,9 @@ static inline span_t *span_at(uintptr_t off) {
 /* Is arena offset `off` at or past the bound, so not in any span (free's
  * first test)? `bound` only grows, under arena_cover's lock, before the
  * slots below it are handed out: a block that reached this thread through
- * any synchronization lies below the bound this thread sees. The compare
- * reads it straight from memory (a relaxed load, which compilers will not
- * fold into the compare: one instruction more on free's fast path). */
+ * any synchronization lies below the bound this thread sees. On x86-64 the
+ * compare reads it straight from memory; compilers load a relaxed atomic
+ * into a register first, one instruction more on free's fast path. */
 static inline bool arena_beyond(uintptr_t off) {
 #if defined(__x86_64__) && !defined(RILL_TSAN)
   bool r;
