@@ -159,6 +159,20 @@ static inline uint32_t used_get(const span_t *sp) {
 static inline void used_set(span_t *sp, uint32_t n) {
   __atomic_store_n(&sp->used, n, __ATOMIC_RELAXED);
 }
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RILL_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define RILL_TSAN 1
+#endif
+/* The fast paths' x86-64 asm (used_inc, below_check, attached_to,
+ * arena_beyond): one access each, as the portable atomics would make, but
+ * folded into the add or compare that uses it. */
+#if defined(__x86_64__) && !defined(RILL_TSAN)
+#define RILL_X86_ASM 1
+#endif
 /* malloc's increment of its hot span's count. Only the owner writes `used`,
  * but another thread may read it meanwhile (a remote free that has just
  * listed the span reads it, and the CAS of its claim decides), so the
@@ -168,16 +182,8 @@ static inline void used_set(span_t *sp, uint32_t n) {
  * 32-bit store) in one instruction, two fewer on malloc's fast path.
  * ThreadSanitizer does not see into asm, so its builds take the portable
  * form. */
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RILL_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define RILL_TSAN 1
-#endif
 static inline void used_inc(span_t *sp) {
-#if defined(__x86_64__) && !defined(RILL_TSAN)
+#ifdef RILL_X86_ASM
   __asm__ volatile("addl $1, %0" : "+m"(sp->used));
 #else
   __atomic_store_n(&sp->used, __atomic_load_n(&sp->used, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
@@ -196,7 +202,7 @@ static inline void used_dec(span_t *sp, uint32_t n) {
  * one more instruction but made recycle 3-7% slower: the reload waits for
  * the subtract's store.) */
 static inline bool below_check(const span_t *sp, uint32_t u) {
-#if defined(__x86_64__) && !defined(RILL_TSAN)
+#ifdef RILL_X86_ASM
   bool r;
   __asm__("cmpl %1, %2" : "=@ccb"(r) : "m"(*(const uint32_t *)&sp->check), "r"(u));
   return r;
@@ -208,7 +214,7 @@ static inline bool below_check(const span_t *sp, uint32_t u) {
 /* Is `h` the heap the span is attached to (free's ownership test)? A relaxed
  * load, compared from memory on x86-64, as in below_check. */
 static inline bool attached_to(const span_t *sp, const struct heap *h) {
-#if defined(__x86_64__) && !defined(RILL_TSAN)
+#ifdef RILL_X86_ASM
   bool r;
   __asm__("cmpq %1, %2" : "=@ccz"(r) : "m"(*(struct heap *const *)&sp->attached), "r"(h));
   return r;
@@ -260,7 +266,7 @@ static inline span_t *span_at(uintptr_t off) {
  * compare reads it straight from memory; compilers load a relaxed atomic
  * into a register first, one instruction more on free's fast path. */
 static inline bool arena_beyond(uintptr_t off) {
-#if defined(__x86_64__) && !defined(RILL_TSAN)
+#ifdef RILL_X86_ASM
   bool r;
   __asm__("cmpq %1, %2" : "=@ccae"(r) : "m"(rill_arena.bound), "r"(off));
   return r;

@@ -271,14 +271,13 @@ bool span_block_ok(const span_t *sp, uintptr_t p) {
   return span_block_key(sp, p) != UINT32_MAX;
 }
 
-/* Span owning an arena address, or NULL for addresses outside the arena.
- * An arena address no span covers gets meta[0], a span with no blocks, so
- * the caller's block check rejects it. */
+/* Span owning an address, or NULL above the arena's covered bound (huge
+ * blocks, foreign memory: the caller asks the huge registry). Below it an
+ * address no span covers gets meta[0], a span with no blocks, so the
+ * caller's block check rejects it: the same test as free's fast path. */
 span_t *span_lookup(const void *p) {
   uintptr_t off = (uintptr_t)p - rill_arena.base;
-  if (off >= rill_arena.size) return NULL;
-  span_t *sp = span_at(off);
-  return sp ? sp : span_of_index(0);
+  return arena_beyond(off) ? NULL : span_at(off);
 }
 
 /* A free into a span this thread's heap does not have attached: one CAS

@@ -9,10 +9,11 @@
 
 #include "rill_test.h"
 
-/* The A and C cases' size (256 B) has one-slot spans, which start at multiples of their
+/* The sizes used here (256 and 96 B) have one-slot spans, which start at multiples of their
  * size: a block's span is its address divided by the span size. */
 #define SPAN_BYTES T_SLOT_BYTES
-_Static_assert(T_SPAN_BYTES(256) == SPAN_BYTES, "test_reuse's sizes must have one-slot spans");
+_Static_assert(T_SPAN_BYTES(256) == SPAN_BYTES && T_SPAN_BYTES(96) == SPAN_BYTES,
+               "test_reuse's sizes must have one-slot spans");
 
 static void *xmalloc(size_t n) {
   void *p = rill_malloc(n);
@@ -123,23 +124,15 @@ static void *tier_case(void *arg) {
  * never-used rest, and both batches of B's. (Had B freed into S after A's
  * exit, B would have taken S over at its first free.) */
 #define B_SIZE 96
-#define B_SPAN T_SPAN_BYTES(B_SIZE) /* S is told by its range, not by its address */
-#define B_CAP  (B_SPAN / B_SIZE)
+#define B_CAP  (SPAN_BYTES / B_SIZE)
 #define B_HALF (B_CAP / 2)
 static void *objs[B_HALF];
-_Static_assert(B_HALF >= 60, "the pending case frees 60 of S's blocks");
-
-/* Is p in S? A fresh thread's first span of a class is carved from its
- * bottom, so S starts at objs[0]. */
-static bool in_s_span(const void *p) {
-  return (uintptr_t)p - (uintptr_t)objs[0] < B_SPAN;
-}
 static pthread_barrier_t bar;
 
 static void *b_owner(void *arg) {
   (void)arg;
   for (size_t i = 0; i < B_HALF; i++) objs[i] = xmalloc(B_SIZE);
-  if (!in_s_span(objs[B_HALF - 1]))
+  if (span_of(objs[0]) != span_of(objs[B_HALF - 1]))
     DIE("the owner's blocks span two spans; the test's premise is wrong");
   for (size_t i = 0; i < 10; i++) rill_free(objs[i]); /* local list in use */
   pthread_barrier_wait(&bar);
@@ -198,7 +191,8 @@ static void pending_case(void) {
 
   /* S had B_CAP - (B_HALF - 60) free blocks: C's first ones must be exactly those */
   size_t want = B_CAP - (B_HALF - 60), in_s = 0;
-  while (in_s < B_CAP + 1 && in_s_span(got[in_s])) in_s++;
+  uintptr_t s = span_of(objs[0]);
+  while (in_s < B_CAP + 1 && span_of(got[in_s]) == s) in_s++;
   CHECK(in_s == want,
         "the adopter got %zu blocks of the orphaned span before moving on; it had "
         "%zu free (10 local, 20 remote taken by a collect, 30 remote pending, %d never "
