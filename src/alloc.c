@@ -190,6 +190,16 @@ EXPORT void *rill_calloc(size_t count, size_t size) {
 
 #define REMAP_MIN ((size_t)1 << 20)
 
+/* A block that must move to grow into a large one: a run of this thread's
+ * own (see large_alloc_moved), else wherever malloc would put it. */
+static void *malloc_moved(size_t n) {
+  heap_t *h = cur_heap();
+  LOCK(h);
+  void *q = large_alloc_moved(h, n);
+  UNLOCK(h);
+  return q ? q : rill_malloc(n);
+}
+
 /* A small block stays in place while the new size still fits it and does
  * not shrink it below half; a large one's run shrinks in place, and grows in
  * place into a free neighbour or the arena's top; huge blocks move with
@@ -236,7 +246,7 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
     if (!q) errno = ENOMEM;
     return q;
   }
-  void *q = rill_malloc(n);
+  void *q = n > old && n > CLASS_MAX ? malloc_moved(n) : rill_malloc(n);
   if (!q) return NULL;
   memcpy(q, p, old < n ? old : n);
   free_named(p, fn);

@@ -604,7 +604,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
       return sp;
     }
   } else {
-    sp = run_get(class_slots(cls), h->id);
+    sp = run_get(class_slots(cls), h->id, false);
   }
   if (sp) {
     uint64_t bit = (uint64_t)1 << cls;
@@ -900,14 +900,14 @@ void heap_thread_done(heap_t *h) {
 }
 
 /* ---- large objects: one object per run of slots (Streamflow §3.1.2; runs.c) */
-void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
+static void *large_place(heap_t *h, size_t n, size_t align, bool *zeroed, bool own) {
   if (n == 0) n = 1; /* an aligned empty object must still lie inside its span */
   size_t need = n + (align > SLOT_SIZE ? align - SLOT_SIZE : 0);
   if (need > LARGE_MAX || need < n) {
     *zeroed = true;
     return huge_alloc(n, align);
   }
-  span_t *sp = run_get(run_slots(need), h->id);
+  span_t *sp = run_get(run_slots(need), h->id, own);
   if (unlikely(!sp)) { /* the arena is full (a small one, under ulimit -v): a mapping of its own */
     *zeroed = true;
     return huge_alloc(n, align);
@@ -919,6 +919,19 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
   *zeroed = *zeroed || sp->fresh;
   span_init_large(sp, obj - start, (n + pg - 1) & ~(pg - 1), h);
   return (void *)obj;
+}
+
+void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
+  return large_place(h, n, align, zeroed, false);
+}
+
+/* The new home of a large block realloc could not grow in place: a run of
+ * this thread's shard only (run_get), so the thread's buffers stay among its
+ * own runs and grow in place from there on. */
+void *large_alloc_moved(heap_t *h, size_t n) {
+  if (h == &rill_empty_heap || h == &rill_done_heap) return NULL;
+  bool zeroed = false;
+  return large_place(h, n, 8, &zeroed, true);
 }
 
 /* ---- fork --------------------------------------------------------------- */

@@ -336,7 +336,7 @@ size_t run_slots(size_t bytes) INTERNAL;
 size_t run_dirty_bytes(const span_t *sp) INTERNAL;
 void run_zero(span_t *sp, char *p, size_t n) INTERNAL;
 #define RUN_SHARDS 8 /* free runs' locks and bins (runs.c) */
-span_t *run_get(size_t n, uint32_t home) INTERNAL;
+span_t *run_get(size_t n, uint32_t home, bool own) INTERNAL;
 void run_put(span_t *sp) INTERNAL;
 bool run_resize(span_t *sp, size_t n) INTERNAL;
 size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) INTERNAL;
@@ -477,6 +477,7 @@ size_t heap_sweep_all(void) INTERNAL;
 heap_t *heap_at(uint32_t id) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
+void *large_alloc_moved(heap_t *h, size_t n) INTERNAL;
 bool heap_module_init(size_t budget) INTERNAL;
 heap_t *heap_new_variant(void) INTERNAL;
 void heap_fork_prepare(void) INTERNAL;

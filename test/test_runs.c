@@ -7,7 +7,8 @@
  * live blocks; a free run merged from a resident piece and a purged one is
  * counted and zeroed by calloc for the resident piece only; with --shards,
  * that a run freed into one thread's shard serves another thread's request
- * before fresh memory does; with --tails, that blocks of a class over 4 KiB
+ * before fresh memory does and that a block realloc moves to grow stays
+ * among its own thread's runs; with --tails, that blocks of a class over 4 KiB
  * fill their spans, so memory that blocks of one class wrote holds no
  * unused resident tail when another class takes it. Run with a long
  * RILL_PURGE_DELAY_MS (ctest sets it), so no timed purge empties a free run
@@ -346,6 +347,42 @@ static void shards_share_free_runs(void) {
   printf("  %-38s ok\n", "shards share their free runs");
 }
 
+/* --shards, after the above: a block that realloc must move to make it
+ * large goes among its own thread's runs, never into another thread's free
+ * run. There it went back to that thread's shard when freed, so the thread's
+ * next buffer was cut among the other thread's runs again and moved at step
+ * after step (bench_realloc at two threads: one run in four took 4-40x the
+ * time and 2-8x the peak RSS). From its new home it grows in place, and the
+ * other thread's free run is still whole for that thread. */
+static void moved_blocks_stay_home(void) {
+  char *p = other_thread_8m(); /* a free run of 8 MiB in the other thread's shard */
+  char *g = xmalloc(2 * KiB);  /* a pool span's block: no run is cut for it */
+  g[0] = 5;
+  g = T_realloc(g, 320 * KiB);
+  if (!g) DIE("realloc to 320 KiB failed");
+  CHECK(g[0] == 5, "realloc lost the block's first byte");
+  CHECK((uintptr_t)g - (uintptr_t)p >= 8 * MiB,
+        "a block realloc moved to 320 KiB went into another thread's free run (%p, 8 MiB): "
+        "got %p",
+        (void *)p, (void *)g);
+  int moved = 0;
+  for (size_t n = 384 * KiB; n <= 4 * MiB; n += 64 * KiB) {
+    char *q = T_realloc(g, n);
+    if (!q) DIE("realloc(%zu) failed", n);
+    moved += q != g;
+    g = q;
+    g[n - 1] = 6;
+  }
+  CHECK(moved == 0, "a buffer growing from 384 KiB to 4 MiB in 64 KiB steps moved %d times", moved);
+  CHECK(g[0] == 5, "growing lost the block's first byte");
+  char *r = other_thread_8m();
+  CHECK(r == p,
+        "the other thread's 8 MiB after this one grew a buffer: got %p, not its free run at %p",
+        (void *)r, (void *)p);
+  T_free(g);
+  printf("  %-38s ok\n", "moved blocks stay among their own runs");
+}
+
 /* --tails, in a process of its own: 8 MiB of 16 KiB blocks written and
  * freed, then 8 MiB of 24 KiB blocks written. As 64 KiB spans of the pool,
  * the 24 KiB class held two blocks a span, and the last 16 KiB, written by
@@ -375,6 +412,7 @@ static void class_tails(void) {
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--shards")) {
     shards_share_free_runs();
+    moved_blocks_stay_home();
     return t_finish("test_runs --shards");
   }
   if (argc > 1 && !strcmp(argv[1], "--tails")) {
