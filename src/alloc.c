@@ -190,6 +190,13 @@ EXPORT void *rill_calloc(size_t count, size_t size) {
 
 #define REMAP_MIN ((size_t)1 << 20)
 
+/* A block realloc grows to this size or more becomes a large object, a run
+ * of pages that can go on growing in place, even where malloc would use a
+ * size class (up to CLASS_MAX): a buffer grown in steps from 64 KiB copied
+ * itself into the 128, 192 and 256 KiB classes in turn, and each class's
+ * span of two or three blocks stayed resident beside it. */
+#define GROW_RUN_MIN ((size_t)64 << 10)
+
 /* A block that must move to grow into a large one: a run of this thread's
  * own (see large_alloc_moved), else wherever malloc would put it. */
 static void *malloc_moved(size_t n) {
@@ -218,7 +225,8 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
       /* a large block's run shrinks or grows in place when it can */
       old = sp->lsize;
       size_t need = sp->lobj + n;
-      if (n > CLASS_MAX && need <= LARGE_MAX && run_resize(sp, run_slots(need))) {
+      if ((n > CLASS_MAX || (n > old && n >= GROW_RUN_MIN)) && need <= LARGE_MAX &&
+          run_resize(sp, run_slots(need))) {
         size_t pg = rill_arena.page;
         sp->lsize = (n + pg - 1) & ~(pg - 1);
         return p;
@@ -246,7 +254,7 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
     if (!q) errno = ENOMEM;
     return q;
   }
-  void *q = n > old && n > CLASS_MAX ? malloc_moved(n) : rill_malloc(n);
+  void *q = n > old && n >= GROW_RUN_MIN ? malloc_moved(n) : rill_malloc(n);
   if (!q) return NULL;
   memcpy(q, p, old < n ? old : n);
   free_named(p, fn);

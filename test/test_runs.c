@@ -7,8 +7,9 @@
  * live blocks; a free run merged from a resident piece and a purged one is
  * counted and zeroed by calloc for the resident piece only; with --shards,
  * that a run freed into one thread's shard serves another thread's request
- * before fresh memory does and that a block realloc moves to grow stays
- * among its own thread's runs; with --tails, that blocks of a class over 4 KiB
+ * before fresh memory does, that a block realloc moves to grow stays
+ * among its own thread's runs, and that a block realloc grows past 64 KiB
+ * becomes a run that grows in place; with --tails, that blocks of a class over 4 KiB
  * fill their spans, so memory that blocks of one class wrote holds no
  * unused resident tail when another class takes it. Run with a long
  * RILL_PURGE_DELAY_MS (ctest sets it), so no timed purge empties a free run
@@ -383,6 +384,35 @@ static void moved_blocks_stay_home(void) {
   printf("  %-38s ok\n", "moved blocks stay among their own runs");
 }
 
+/* --shards, after the above (this thread's shard holds the 4 MiB free run
+ * the buffer above left): a block realloc grows to 64 KiB or more becomes a
+ * run of pages, though malloc would give the size a class, so it grows on
+ * in place. Through the classes, a buffer grown in 64 KiB steps moved into
+ * the 128, 192 and 256 KiB classes in turn before it became a run. */
+static void growing_blocks_become_runs(void) {
+  char *p = xmalloc(64 * KiB);
+  p[0] = 8;
+  char *q = T_realloc(p, 100 * KiB);
+  if (!q) DIE("realloc to 100 KiB failed");
+  size_t got = T_usable(q);
+  CHECK(got == 100 * KiB,
+        "a 64 KiB block grown to 100 KiB has %zu usable bytes: a size class's block, not a "
+        "run of pages",
+        got);
+  int moved = q != p;
+  for (size_t n = 128 * KiB; n <= 1 * MiB; n += 64 * KiB) {
+    char *r = T_realloc(q, n);
+    if (!r) DIE("realloc(%zu) failed", n);
+    moved += r != q;
+    q = r;
+    q[n - 1] = 8;
+  }
+  CHECK(moved == 1, "a buffer grown from 64 KiB to 1 MiB in 64 KiB steps moved %d times", moved);
+  CHECK(q[0] == 8, "growing lost the block's first byte");
+  T_free(q);
+  printf("  %-38s ok\n", "growing blocks become runs");
+}
+
 /* --tails, in a process of its own: 8 MiB of 16 KiB blocks written and
  * freed, then 8 MiB of 24 KiB blocks written. As 64 KiB spans of the pool,
  * the 24 KiB class held two blocks a span, and the last 16 KiB, written by
@@ -413,6 +443,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--shards")) {
     shards_share_free_runs();
     moved_blocks_stay_home();
+    growing_blocks_become_runs();
     return t_finish("test_runs --shards");
   }
   if (argc > 1 && !strcmp(argv[1], "--tails")) {
