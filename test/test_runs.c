@@ -348,6 +348,20 @@ static void shards_share_free_runs(void) {
   printf("  %-38s ok\n", "shards share their free runs");
 }
 
+/* Grows *b by realloc in 64 KiB steps from `from` to `to` bytes, writing the
+ * last byte of each step; returns how many steps moved it. */
+static int grow_by_steps(char **b, size_t from, size_t to) {
+  int moved = 0;
+  for (size_t n = from; n <= to; n += 64 * KiB) {
+    char *q = T_realloc(*b, n);
+    if (!q) DIE("realloc(%zu) failed", n);
+    moved += q != *b;
+    *b = q;
+    q[n - 1] = 6;
+  }
+  return moved;
+}
+
 /* --shards, after the above: a block that realloc must move to make it
  * large goes among its own thread's runs, never into another thread's free
  * run. There it went back to that thread's shard when freed, so the thread's
@@ -366,14 +380,7 @@ static void moved_blocks_stay_home(void) {
         "a block realloc moved to 320 KiB went into another thread's free run (%p, 8 MiB): "
         "got %p",
         (void *)p, (void *)g);
-  int moved = 0;
-  for (size_t n = 384 * KiB; n <= 4 * MiB; n += 64 * KiB) {
-    char *q = T_realloc(g, n);
-    if (!q) DIE("realloc(%zu) failed", n);
-    moved += q != g;
-    g = q;
-    g[n - 1] = 6;
-  }
+  int moved = grow_by_steps(&g, 384 * KiB, 4 * MiB);
   CHECK(moved == 0, "a buffer growing from 384 KiB to 4 MiB in 64 KiB steps moved %d times", moved);
   CHECK(g[0] == 5, "growing lost the block's first byte");
   char *r = other_thread_8m();
@@ -399,14 +406,7 @@ static void growing_blocks_become_runs(void) {
         "a 64 KiB block grown to 100 KiB has %zu usable bytes: a size class's block, not a "
         "run of pages",
         got);
-  int moved = q != p;
-  for (size_t n = 128 * KiB; n <= 1 * MiB; n += 64 * KiB) {
-    char *r = T_realloc(q, n);
-    if (!r) DIE("realloc(%zu) failed", n);
-    moved += r != q;
-    q = r;
-    q[n - 1] = 8;
-  }
+  int moved = (q != p) + grow_by_steps(&q, 128 * KiB, 1 * MiB);
   CHECK(moved == 1, "a buffer grown from 64 KiB to 1 MiB in 64 KiB steps moved %d times", moved);
   CHECK(q[0] == 8, "growing lost the block's first byte");
   T_free(q);
