@@ -194,7 +194,8 @@ EXPORT void *rill_calloc(size_t count, size_t size) {
  * of pages that can go on growing in place, even where malloc would use a
  * size class (up to CLASS_MAX): a buffer grown in steps from 64 KiB copied
  * itself into the 128, 192 and 256 KiB classes in turn, and each class's
- * span of two or three blocks stayed resident beside it. */
+ * span of two or three blocks stayed resident beside it. A run shrunk to
+ * this size or more stays a run, in place, its tail given back. */
 #define GROW_RUN_MIN ((size_t)64 << 10)
 
 /* A block that must move to grow into a large one: a run of this thread's
@@ -225,8 +226,7 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
       /* a large block's run shrinks or grows in place when it can */
       old = sp->lsize;
       size_t need = sp->lobj + n;
-      if ((n > CLASS_MAX || (n > old && n >= GROW_RUN_MIN)) && need <= LARGE_MAX &&
-          run_resize(sp, run_slots(need))) {
+      if (n >= GROW_RUN_MIN && need <= LARGE_MAX && run_resize(sp, run_slots(need))) {
         size_t pg = rill_arena.page;
         sp->lsize = (n + pg - 1) & ~(pg - 1);
         return p;

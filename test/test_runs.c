@@ -394,8 +394,8 @@ static void moved_blocks_stay_home(void) {
 /* --shards, after the above (this thread's shard holds the 4 MiB free run
  * the buffer above left): a block realloc grows to 64 KiB or more becomes a
  * run of pages, though malloc would give the size a class, so it grows on
- * in place. Through the classes, a buffer grown in 64 KiB steps moved into
- * the 128, 192 and 256 KiB classes in turn before it became a run. */
+ * in place, and shrinks in place to 100 KiB again. Through the classes, a buffer grown in 64 KiB
+ * steps moved into the 128, 192 and 256 KiB classes in turn before it became a run. */
 static void growing_blocks_become_runs(void) {
   char *p = xmalloc(64 * KiB);
   p[0] = 8;
@@ -409,7 +409,12 @@ static void growing_blocks_become_runs(void) {
   int moved = (q != p) + grow_by_steps(&q, 128 * KiB, 1 * MiB);
   CHECK(moved == 1, "a buffer grown from 64 KiB to 1 MiB in 64 KiB steps moved %d times", moved);
   CHECK(q[0] == 8, "growing lost the block's first byte");
-  T_free(q);
+  char *r = T_realloc(q, 100 * KiB); /* and back: the run shrinks in place */
+  CHECK(r == q && T_usable(r) == 100 * KiB,
+        "a 1 MiB run shrunk to 100 KiB went to %p (from %p) with %zu usable bytes", (void *)r,
+        (void *)q, T_usable(r));
+  CHECK(r[0] == 8, "shrinking lost the block's first byte");
+  T_free(r);
   printf("  %-38s ok\n", "growing blocks become runs");
 }
 
