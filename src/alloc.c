@@ -198,8 +198,8 @@ EXPORT void *rill_calloc(size_t count, size_t size) {
  * this size or more stays a run, in place, its tail given back. */
 #define GROW_RUN_MIN ((size_t)64 << 10)
 
-/* A block that must move to grow into a large one: a run of this thread's
- * own (see large_alloc_moved), else wherever malloc would put it. */
+/* A block that must move to grow to GROW_RUN_MIN or more: a run of this
+ * thread's shard (see large_alloc_moved), else wherever malloc would put it. */
 static void *malloc_moved(size_t n) {
   heap_t *h = cur_heap();
   LOCK(h);
@@ -210,8 +210,8 @@ static void *malloc_moved(size_t n) {
 
 /* A small block stays in place while the new size still fits it and does
  * not shrink it below half; a large one's run shrinks in place, and grows in
- * place into a free neighbour or the arena's top; huge blocks move with
- * mremap. */
+ * place into a free neighbour or the arena's top, to any size from
+ * GROW_RUN_MIN on; huge blocks move with mremap. */
 static void *realloc_named(void *p, size_t n, const char *fn) {
   if (!p) return rill_malloc(n);
   if (n == 0) { /* glibc frees and returns NULL */

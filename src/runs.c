@@ -26,7 +26,8 @@
  * its slots from the arena, for good: it goes back there when freed, and
  * merges only with free runs of that shard. A thread whose shard has no fit
  * takes from another shard's bins before it takes fresh slots, so free
- * memory is reused across threads as before. A thread's runs all share a
+ * memory is reused across threads as before (except for the blocks realloc
+ * moves to grow: run_get's `own`). A thread's runs all share a
  * shard, so a one-threaded program sees exactly the single-lock allocator.
  * Runs live in the arena among pool spans (their slots come straight from
  * arena_take); a neighbour is merged only when its entry names our shard.
