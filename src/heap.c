@@ -470,9 +470,15 @@ static bool heap_retire(heap_t *h, span_t *sp) {
   return false;
 }
 
-/* Free blocks of a span on this heap's list (never cut, local and remote). */
+/* Free blocks of a span on this heap's list (never cut, local and remote).
+ * Remote frees count only once `check` says some are pending (a freer sets
+ * it just after its push), so a span weighed by list_pop costs one cache
+ * line, the owner's, not three: shbench's span changes walk several. */
 static uint32_t listed_room(const span_t *sp) {
-  return sp->cap - used_get(sp) + XF_COUNT(atomic_load_explicit(&sp->xf, RLX));
+  uint32_t room = sp->cap - used_get(sp);
+  if (atomic_load_explicit(&sp->check, RLX) == CHECK_ALL)
+    room += XF_COUNT(atomic_load_explicit(&sp->xf, RLX));
+  return room;
 }
 
 /* Next hot span for a class: this heap's reusable spans (some handed back by

@@ -112,7 +112,6 @@ typedef struct span {
                                     * writes it (__atomic stores, for remote frees' checks),
                                     * so the owner reads it plainly */
   uint32_t bsize;                  /* block size; 0 = not a block span */
-  uint32_t cap;                    /* blocks that fit */
   uint32_t nslots;                 /* slots in the span: 2^order, or a run's length */
   _Atomic uint32_t heap_gen;       /* the heap record's `gen` when it took the span: a
                                     * record passed to a later thread owns nothing of before */
@@ -137,6 +136,8 @@ typedef struct span {
   uint8_t whole;              /* stashed with every carved block on its local lists */
   uint16_t carve_step;        /* blocks the next carve cuts, before its caps (span_carve) */
   uint32_t carved;            /* blocks ever cut from the span (bump; owner only) */
+  uint32_t cap;               /* blocks that fit: on this line, not the first, so that
+                               * list_pop weighs a listed span by one line (room) */
   struct span *prev, *next;   /* owner's reusable list (under the heap's lock) */
   /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
