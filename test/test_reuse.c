@@ -1,7 +1,8 @@
 /* test_reuse.c - proves how a thread heap reuses partly free spans: a listed span
  * with fewer free blocks than a sixteenth of the span (an emptiness threshold,
  * as in Hoard) is passed over for a fresh span and taken once it has enough, and one with an
- * eighth free is taken before one with a sixteenth; remote frees that
+ * eighth free (by its owner's frees or another thread's) is taken before one with a
+ * sixteenth; remote frees that
  * arrive while a span's local lists are in use (a thread's exit, an orphan's adoption) are neither
  * lost nor handed out twice; and a thread freeing an exited thread's blocks takes their spans
  * over, while a live thread's spans stay its own. */
@@ -84,24 +85,44 @@ static void *mark_case(void *arg) {
 /* Two listed spans pass the mark: the lower-addressed one with a sixteenth
  * of its blocks free, the other with an eighth. The span change takes the
  * one with an eighth; the one with a sixteenth comes next, before a fresh
- * span (a span that served a few mallocs per change set the soak's p99). */
-static void *tier_case(void *arg) {
+ * span (a span that served a few mallocs per change set the soak's p99).
+ * With `remote` set, all but one of the eighth's blocks come back through
+ * another thread's frees: a listed span's weight counts them once its
+ * `check` says they are pending (list_pop reads the remote word only then). */
+static void **tier_blocks;
+static size_t tier_from, tier_to;
+static void *tier_remote_free(void *arg) {
   (void)arg;
+  for (size_t i = tier_from; i < tier_to; i++) rill_free(tier_blocks[i]);
+  return NULL;
+}
+
+static void *tier_case(void *arg) {
+  bool remote = arg != NULL;
   static void *o[A_SPANS * A_CAP];
   fill_spans(o);
   size_t lo = span_of(o[0]) < span_of(o[A_CAP]) ? 0 : 1, hi = 1 - lo;
   const size_t n_lo = A_CAP / 16 + 2, n_hi = A_CAP / 8 + 2; /* below / above an eighth */
   for (size_t i = 0; i < n_lo; i++) rill_free(o[lo * A_CAP + i]);
-  for (size_t i = 0; i < n_hi; i++) rill_free(o[hi * A_CAP + i]);
+  for (size_t i = 0; i < (remote ? 1 : n_hi); i++) rill_free(o[hi * A_CAP + i]); /* lists it */
+  if (remote) {
+    tier_blocks = o;
+    tier_from = hi * A_CAP + 1;
+    tier_to = hi * A_CAP + n_hi;
+    pthread_t t;
+    if (pthread_create(&t, NULL, tier_remote_free, NULL) != 0) DIE("pthread_create failed");
+    pthread_join(t, NULL);
+  }
   static void *g[A_CAP];
   size_t n = 0;
   while (n < n_hi) g[n++] = xmalloc(A_SIZE);
   size_t in_hi = 0;
   for (size_t i = 0; i < n; i++) in_hi += span_of(g[i]) == span_of(o[hi * A_CAP]);
   CHECK(in_hi == n_hi,
-        "the span with %zu free blocks of %d (an eighth) served %zu of the next %zu mallocs; "
-        "the lower-addressed one with %zu free (a sixteenth) should have waited",
-        n_hi, A_CAP, in_hi, n_hi, n_lo);
+        "the span with %zu free blocks of %d (an eighth; %s) served %zu of the next %zu "
+        "mallocs; the lower-addressed one with %zu free (a sixteenth) should have waited",
+        n_hi, A_CAP, remote ? "all but one freed by another thread" : "freed by its owner", in_hi,
+        n_hi, n_lo);
   void *f = xmalloc(A_SIZE);
   CHECK(span_of(f) == span_of(o[lo * A_CAP]),
         "once the span with an eighth free was used up, the next malloc (%p) did not come "
@@ -314,6 +335,7 @@ static void inherit_case(void) {
 int main(void) {
   run(mark_case, NULL);
   run(tier_case, NULL);
+  run(tier_case, (void *)1); /* the eighth freed by another thread */
   pending_case();
   inherit_case();
   return t_finish("test_reuse");
