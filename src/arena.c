@@ -15,7 +15,11 @@
 _Alignas(64) arena_t rill_arena;
 _Alignas(64) _Atomic size_t rill_arena_top;
 
-static void arena_cover(size_t end);
+static bool arena_cover(size_t end);
+#define MAX_TRACKERS 4
+static bool (*trackers[MAX_TRACKERS])(size_t slots);
+static unsigned ntrackers;
+static size_t commit_end; /* RILL_COMMIT: slots writable in the arena and its tables */
 
 void *os_map(size_t n) {
   void *p =
@@ -25,6 +29,33 @@ void *os_map(size_t n) {
 
 void os_unmap(void *p, size_t n) {
   munmap(p, n);
+}
+
+/* ---- commit on demand (RILL_COMMIT) --------------------------------------
+ * Under strict overcommit (vm.overcommit_memory = 2) the kernel charges a
+ * private writable mapping in full when it is made, MAP_NORESERVE or not. The
+ * 1 TiB arena was refused, and the largest size granted (8 GiB of a 12 GiB
+ * commit limit on this project's machine) was charged to a program that used
+ * a few pages, so the next process could hardly start. In demand mode the
+ * arena and every table indexed by slot are reserved without access, which
+ * is not charged, and made writable as arena_cover moves the bound: 8 MiB of
+ * arena at a time, with the tables' pages for those slots. */
+static int reserve_prot(void) {
+  return rill_opt.commit_demand ? PROT_NONE : PROT_READ | PROT_WRITE;
+}
+
+void *os_reserve(size_t n) {
+  void *p = mmap(NULL, n, reserve_prot(), MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+/* Makes bytes from .. to of a table from os_reserve writable, by whole pages:
+ * the call that covered .. from made its pages up to from's page end so. */
+bool os_commit_grow(void *tab, size_t from, size_t to) {
+  if (!rill_opt.commit_demand || to <= from) return true;
+  uintptr_t pg = rill_arena.page, t = (uintptr_t)tab;
+  uintptr_t a = (from ? t + from + pg - 1 : t) & ~(pg - 1), b = (t + to + pg - 1) & ~(pg - 1);
+  return b <= a || mprotect((void *)a, b - a, PROT_READ | PROT_WRITE) == 0;
 }
 
 /* Gives pages back; the range stays mapped and reads as zero afterwards. */
@@ -73,7 +104,7 @@ uint64_t os_now_ms(void) {
 static uintptr_t arena_reserve(size_t size) {
   size_t heads_bytes = (size >> SLOT_SHIFT) * sizeof(span_t *);
   size_t all = HEADS_GAP + size + SLOT_SIZE;
-  char *raw = os_map(all);
+  char *raw = os_reserve(all);
   if (raw) {
     uintptr_t base = ((uintptr_t)raw + HEADS_GAP + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
     uintptr_t heads = base - HEADS_GAP, end = (uintptr_t)raw + all;
@@ -82,14 +113,14 @@ static uintptr_t arena_reserve(size_t size) {
     if (end > base + size) os_unmap((void *)(base + size), end - (base + size));
     return base;
   }
-  raw = os_map(size + SLOT_SIZE);
+  raw = os_reserve(size + SLOT_SIZE);
   if (!raw) return 0;
   uintptr_t base = ((uintptr_t)raw + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
   if (base > (uintptr_t)raw) os_unmap(raw, base - (uintptr_t)raw);
   if (base < (uintptr_t)raw + SLOT_SIZE)
     os_unmap((void *)(base + size), (uintptr_t)raw + SLOT_SIZE - base);
   void *want = (void *)(base - HEADS_GAP);
-  void *t = mmap(want, heads_bytes, PROT_READ | PROT_WRITE,
+  void *t = mmap(want, heads_bytes, reserve_prot(),
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
   if (t == want) return base;
   if (t != MAP_FAILED) os_unmap(t, heads_bytes); /* a kernel that took it as a hint */
@@ -120,7 +151,7 @@ void arena_setup(void) {
 bool arena_init(size_t size) {
   size_t nslots = size >> SLOT_SHIFT;
   size_t meta_bytes = nslots * sizeof(span_t), heads_bytes = nslots * sizeof(span_t *);
-  span_t *meta = os_map(meta_bytes);
+  span_t *meta = os_reserve(meta_bytes);
   if (!meta) return false;
   uintptr_t base = arena_reserve(size);
   if (!base) {
@@ -143,7 +174,7 @@ bool arena_init(size_t size) {
   rill_arena.nslots = nslots;
   rill_arena.bound = 0;
 #if RILL_DEBUG
-  rill_dbg = os_map(nslots * sizeof(dbg_span_t));
+  rill_dbg = os_reserve(nslots * sizeof(dbg_span_t));
   if (!rill_dbg) {
     arena_release();
     return false;
@@ -154,8 +185,9 @@ bool arena_init(size_t size) {
    * every span stays page aligned, since all are 2^min_order slots or
    * more. */
   atomic_store_explicit(&rill_arena_top, (size_t)1 << rill_arena.min_order, RLX);
-  arena_cover((size_t)1 << rill_arena.min_order);
-  return true;
+  if (arena_cover((size_t)1 << rill_arena.min_order)) return true;
+  arena_release();
+  return false;
 }
 
 /* Undoes arena_init, before anything was handed out (start-up only: the
@@ -171,6 +203,8 @@ void arena_release(void) {
 #endif
   rill_arena.base = rill_arena.size = rill_arena.nslots = rill_arena.bound = 0;
   rill_arena.meta = NULL;
+  ntrackers = 0;
+  commit_end = 0;
   rill_arena.heads = NULL;
 }
 
@@ -184,18 +218,81 @@ void arena_release(void) {
 #define COVER_STEP ((size_t)4096 / sizeof(span_t *))
 static _Atomic int cover_lock;
 
-static void arena_cover(size_t end) {
-  if (end <= (__atomic_load_n(&rill_arena.bound, __ATOMIC_ACQUIRE) >> SLOT_SHIFT)) return;
+/* RILL_COMMIT: the tables writable for slots up to `to`, doubling what is
+ * writable (by 256 MiB of arena at most), so that covers rarely make system
+ * calls; the span entries, the biggest table, are 1/64 of the arena they
+ * cover. The arena's own pages are committed by whoever hands slots out
+ * (arena_commit), since a runs shard takes 32 MiB at a time and cuts it as
+ * needed. */
+#define COMMIT_STEP_MAX (((size_t)256 << 20) >> SLOT_SHIFT)
+static bool cover_commit(size_t to) {
+  size_t from = commit_end;
+  if (to <= from) return true;
+  size_t want = from + (from < COMMIT_STEP_MAX ? from : COMMIT_STEP_MAX);
+  if (want < to) want = to;
+  want = (want + COVER_STEP - 1) & ~(COVER_STEP - 1);
+  if (want > rill_arena.nslots) want = rill_arena.nslots;
+  if (!os_commit_grow(rill_arena.meta, from * sizeof(span_t), want * sizeof(span_t)) ||
+      !os_commit_grow(rill_arena.heads, from * sizeof(span_t *), want * sizeof(span_t *)))
+    return false;
+#if RILL_DEBUG
+  if (!os_commit_grow(rill_dbg, from * sizeof(dbg_span_t), want * sizeof(dbg_span_t))) return false;
+#endif
+  for (unsigned i = 0; i < ntrackers; i++)
+    if (!trackers[i](want)) return false;
+  commit_end = want;
+  return true;
+}
+
+/* A layer above whose tables are indexed by slot has them made writable up
+ * to the bound, now and at each cover (RILL_COMMIT only; a no-op otherwise).
+ * False if the kernel refuses the first commit. */
+bool arena_track(bool (*commit)(size_t slots)) {
+  if (!rill_opt.commit_demand) return true;
+  spin_lock(&cover_lock);
+  bool ok = ntrackers < MAX_TRACKERS && commit(commit_end);
+  if (ok) trackers[ntrackers++] = commit;
+  spin_unlock(&cover_lock);
+  return ok;
+}
+
+/* False when the kernel refuses to commit the memory (RILL_COMMIT under
+ * strict overcommit): the bound stays, and the caller's slots are not handed
+ * out. */
+static bool arena_cover(size_t end) {
+  if (end <= arena_bound_slots()) return true;
   spin_lock(&cover_lock);
   size_t from = rill_arena.bound >> SLOT_SHIFT;
+  bool ok = true;
   if (end > from) {
     size_t to = (end + COVER_STEP - 1) & ~(COVER_STEP - 1);
     if (to > rill_arena.nslots) to = rill_arena.nslots;
-    for (size_t i = from; i < to; i++)
-      __atomic_store_n(&rill_arena.heads[i], span_of_index(0), __ATOMIC_RELAXED);
-    __atomic_store_n(&rill_arena.bound, to << SLOT_SHIFT, __ATOMIC_RELEASE);
+    ok = !rill_opt.commit_demand || cover_commit(to);
+    if (ok) {
+      for (size_t i = from; i < to; i++)
+        __atomic_store_n(&rill_arena.heads[i], span_of_index(0), __ATOMIC_RELAXED);
+      __atomic_store_n(&rill_arena.bound, to << SLOT_SHIFT, __ATOMIC_RELEASE);
+    }
   }
   spin_unlock(&cover_lock);
+  return ok;
+}
+
+/* RILL_COMMIT: slots first .. first + n - 1, handed out already, writable.
+ * False if the kernel refuses. */
+bool arena_commit(size_t first, size_t n) {
+  return os_commit_grow((void *)(rill_arena.base + (first << SLOT_SHIFT)), 0, n << SLOT_SHIFT);
+}
+
+/* fork: the child must not inherit the lock held by a thread that is gone. */
+void arena_fork_prepare(void) {
+  spin_lock(&cover_lock);
+}
+void arena_fork_parent(void) {
+  spin_unlock(&cover_lock);
+}
+void arena_fork_child(void) {
+  atomic_store_explicit(&cover_lock, 0, RLX);
 }
 
 /* Takes n never-used slots from the top of the arena: the first one's index,
@@ -203,8 +300,10 @@ static void arena_cover(size_t end) {
 size_t arena_take(size_t n) {
   size_t first = atomic_fetch_add_explicit(&rill_arena_top, n, RLX);
   if (first + n > rill_arena.nslots) return 0;
-  arena_cover(first + n);
-  return first;
+  if (arena_cover(first + n)) return first;
+  size_t end = first + n; /* give the slots back unless others took slots since */
+  atomic_compare_exchange_strong_explicit(&rill_arena_top, &end, first, RLX, RLX);
+  return 0;
 }
 
 /* Takes the n never-used slots from `end` on if `end` is the top of the
@@ -214,8 +313,10 @@ bool arena_extend(size_t end, size_t n) {
   if (end + n > rill_arena.nslots ||
       !atomic_compare_exchange_strong_explicit(&rill_arena_top, &top, end + n, RLX, RLX))
     return false;
-  arena_cover(end + n);
-  return true;
+  if (arena_cover(end + n)) return true;
+  top = end + n;
+  atomic_compare_exchange_strong_explicit(&rill_arena_top, &top, end, RLX, RLX);
+  return false;
 }
 
 /* Makes never-used slots first .. first + 2^order - 1 one empty span. */
@@ -238,5 +339,5 @@ span_t *arena_span(size_t first, unsigned order) {
 /* A never-used run of 2^order slots from the top of the arena. */
 span_t *arena_fresh(unsigned order) {
   size_t first = arena_take((size_t)1 << order);
-  return first ? arena_span(first, order) : NULL;
+  return first && arena_commit(first, (size_t)1 << order) ? arena_span(first, order) : NULL;
 }

@@ -27,12 +27,36 @@ static _Atomic int backing_lock;
 static heap_t *heaps; /* max_heaps slots, reserved at start-up */
 static _Atomic uint32_t heaps_top;
 static _Atomic uint64_t heaps_free; /* tagged stack of recycled ids: id+1 | tag */
+/* Heaps whose records are writable: max_heaps, or with RILL_COMMIT those
+ * committed so far, HEAPS_STEP at a time as new ids are handed out. */
+static _Atomic uint32_t heaps_usable;
+static _Atomic int heaps_commit_lock;
+#define HEAPS_STEP 16u
 
 heap_t *heap_at(uint32_t id) {
   return &heaps[id];
 }
+/* Heaps a scan may look at: ids handed out, within the writable records. */
 uint32_t heap_count(void) {
-  return atomic_load_explicit(&heaps_top, ACQ);
+  uint32_t top = atomic_load_explicit(&heaps_top, ACQ);
+  uint32_t usable = atomic_load_explicit(&heaps_usable, ACQ);
+  return top < usable ? top : usable;
+}
+
+/* Makes the record of heap `id` writable (RILL_COMMIT). */
+static bool heaps_commit(uint32_t id) {
+  if (id < atomic_load_explicit(&heaps_usable, ACQ)) return true;
+  spin_lock(&heaps_commit_lock);
+  uint32_t u = atomic_load_explicit(&heaps_usable, RLX);
+  bool ok = true;
+  if (id >= u) {
+    uint32_t to = (id + HEAPS_STEP) & ~(HEAPS_STEP - 1);
+    if (to > max_heaps) to = max_heaps;
+    ok = os_commit_grow(heaps, u * sizeof(heap_t), to * sizeof(heap_t));
+    if (ok) atomic_store_explicit(&heaps_usable, to, REL);
+  }
+  spin_unlock(&heaps_commit_lock);
+  return ok;
 }
 
 /* direct-map words of each small class: those (n + 7) / 8 of the sizes in
@@ -55,8 +79,9 @@ bool heap_module_init(size_t budget) {
    * the budget (threads past the last share a locked one) */
   for (max_heaps = MAX_HEAPS; max_heaps >= 64; max_heaps /= 2)
     if (sizeof(heap_t) * max_heaps <= budget &&
-        (heaps = os_map(sizeof(heap_t) * max_heaps)) != NULL)
+        (heaps = os_reserve(sizeof(heap_t) * max_heaps)) != NULL)
       break;
+  atomic_store_explicit(&heaps_usable, rill_opt.commit_demand ? 0 : max_heaps, RLX);
   atomic_store_explicit(&backing.live, 1, RLX);
   return heaps != NULL;
 }
@@ -94,7 +119,7 @@ static heap_t *heap_new(void) {
     }
   }
   uint32_t id = atomic_fetch_add_explicit(&heaps_top, 1, RLX);
-  if (id >= max_heaps) return NULL;
+  if (id >= max_heaps || !heaps_commit(id)) return NULL;
   heap_reset(&heaps[id], id);
   return &heaps[id];
 }

@@ -120,6 +120,17 @@ static unsigned opt_word(const char *name, const char *const *words, unsigned n,
   return 0;
 }
 
+/* Strict overcommit (vm.overcommit_memory = 2) charges every writable
+ * mapping in full, so RILL_COMMIT=auto then commits on demand (arena.c). */
+static bool overcommit_strict(void) {
+  int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char c = 0;
+  ssize_t n = read(fd, &c, 1);
+  close(fd);
+  return n == 1 && c == '2';
+}
+
 /* ---- thread exit and fork ----------------------------------------------- */
 static void thread_exit(void *v) {
   heap_thread_done(v);
@@ -130,14 +141,17 @@ static void fork_prepare(void) {
   heap_fork_prepare();
   huge_fork_prepare();
   pool_fork_prepare();
+  arena_fork_prepare();
 }
 static void fork_parent(void) {
+  arena_fork_parent();
   pool_fork_parent();
   huge_fork_parent();
   heap_fork_parent();
   spin_unlock(&init_lock);
 }
 static void fork_child(void) {
+  arena_fork_child();
   pool_fork_child();
   huge_fork_child();
   heap_fork_child();
@@ -159,8 +173,8 @@ static bool reserve(void) {
     if (getrlimit(which[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < limit)
       limit = (size_t)rl.rlim_cur;
   }
+  arena_setup(); /* the page size, which RILL_COMMIT's commits round to */
   if (!heap_module_init(limit / 16)) return false;
-  arena_setup();
   for (size_t size = ARENA_MAX; size >= ARENA_MIN; size >>= 1) {
     if (size > limit / 2 && size > ARENA_MIN) continue;
     if (!arena_init(size)) continue;
@@ -195,6 +209,11 @@ bool rill_init(void) {
     rill_opt.purge_free = opt_word("RILL_PURGE", advice, 2,
                                    ": unrecognised value, accepted: dontneed, free; "
                                    "using the default (dontneed)") == 1;
+    static const char *const commit[] = {"auto", "demand"};
+    rill_opt.commit_demand = opt_word("RILL_COMMIT", commit, 2,
+                                      ": unrecognised value, accepted: auto, demand; "
+                                      "using the default (auto)") == 1 ||
+                             overcommit_strict();
     ok = reserve();
     if (ok) span_module_init();
     if (ok) atomic_store_explicit(&rill_ready, 1, REL);

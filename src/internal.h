@@ -230,8 +230,8 @@ typedef struct arena {
   size_t bound;   /* bytes from base whose head entries are all set (arena_cover); grows */
   size_t size;    /* bytes reserved */
   span_t *meta;   /* one span_t per slot; only a span's first slot's is used */
-  span_t **heads; /* per slot: its span's entry, or meta[0] (no span) below bound, NULL above
-                   * it; at base - HEADS_GAP */
+  span_t **heads; /* per slot: its span's entry, or meta[0] (no span) below bound; above it
+                   * never read (unmapped with RILL_COMMIT); at base - HEADS_GAP */
   size_t nslots;
   size_t page;        /* kernel page size, read at start-up */
   unsigned min_order; /* no span is smaller than a page */
@@ -295,8 +295,12 @@ bool arena_init(size_t size) INTERNAL;
 void arena_release(void) INTERNAL;
 size_t arena_take(size_t n) INTERNAL;
 bool arena_extend(size_t end, size_t n) INTERNAL;
+bool arena_commit(size_t first, size_t n) INTERNAL;
 span_t *arena_span(size_t first, unsigned order) INTERNAL;
 span_t *arena_fresh(unsigned order) INTERNAL;
+void arena_fork_prepare(void) INTERNAL;
+void arena_fork_parent(void) INTERNAL;
+void arena_fork_child(void) INTERNAL;
 void os_purge(void *p, size_t n) INTERNAL;
 void os_purge_lazy(void *p, size_t n) INTERNAL;
 uint64_t os_now_ms(void) INTERNAL;
@@ -305,11 +309,19 @@ void os_wait(_Atomic uint32_t *w, uint32_t v) INTERNAL;
 void os_wake(_Atomic uint32_t *w) INTERNAL;
 void *os_map(size_t n) INTERNAL;
 void os_unmap(void *p, size_t n) INTERNAL;
+void *os_reserve(size_t n) INTERNAL;
+bool os_commit_grow(void *tab, size_t from, size_t to) INTERNAL;
+bool arena_track(bool (*commit)(size_t slots)) INTERNAL;
+/* Slots below the bound: every per-slot table entry below it is usable. */
+static inline size_t arena_bound_slots(void) {
+  return __atomic_load_n(&rill_arena.bound, __ATOMIC_ACQUIRE) >> SLOT_SHIFT;
+}
 
 /* ---- span pool (pool.c): scalloc §3.3 ----------------------------------- */
 /* A heap's run of never-used slots, for spans below CHUNK_ORDER: slots
  * next .. end - 1 of the arena. */
-#define CHUNK_ORDER 4 /* 16 slots, 256 KiB */
+#define CHUNK_ORDER        4 /* 16 slots, 256 KiB */
+#define CHUNK_ORDER_DEMAND 6 /* with RILL_COMMIT=demand: 1 MiB (pool.c) */
 typedef struct chunk {
   uint32_t next, end;
 } chunk_t;
@@ -501,6 +513,7 @@ typedef struct options {
   bool purge_free;      /* RILL_PURGE=free: MADV_FREE instead of MADV_DONTNEED */
   bool hugepages;       /* RILL_HUGEPAGES=1 */
   uint32_t purge_delay; /* RILL_PURGE_DELAY_MS */
+  bool commit_demand;   /* RILL_COMMIT: tables and arena writable only as they are used */
 } options_t;
 extern options_t rill_opt INTERNAL;
 extern int rill_stats_fd INTERNAL;

@@ -24,33 +24,55 @@ typedef struct {
    * get one load, not a scan, however many stripes it tries. */
   _Atomic int64_t n;
 } map_t;
+/* Spans of the pool are below RUN_ORDER (bigger ones are runs of runs.c):
+ * classes up to 4 KiB, and what is left of a heap's chunk, at min_order. */
+#define POOL_ORDERS RUN_ORDER
 /* Stripe-major: a process with few CPUs touches only the first rows (order-
  * major, each order's row of MAX_STRIPES lines was a page of its own). */
-static map_t maps[MAX_STRIPES][NORDERS];
+static map_t maps[MAX_STRIPES][POOL_ORDERS];
 
 #define SEQ    memory_order_seq_cst
 #define BIT(i) ((uint64_t)1 << ((i)&63))
 
 static void *maps_mem; /* all the maps, in one mapping */
 static size_t maps_bytes;
+static size_t maps_done; /* RILL_COMMIT: slots whose map words are writable */
+
+/* RILL_COMMIT: every map's words for slots up to `slots` writable (a page of
+ * a map's bits covers 512 MiB of arena, so this is rarely a system call). */
+static bool maps_commit(size_t slots) {
+  size_t w0 = (maps_done + 63) / 64, w1 = (slots + 63) / 64;
+  size_t s0 = (w0 + 63) / 64, s1 = (w1 + 63) / 64, u = sizeof(uint64_t);
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      if (!os_commit_grow((void *)maps[s][o].bits, w0 * u, w1 * u) ||
+          !os_commit_grow((void *)maps[s][o].sum, s0 * u, s1 * u))
+        return false;
+  maps_done = slots;
+  return true;
+}
 
 /* Reserves the maps (untouched pages cost nothing), once the arena knows its
  * size; start-up calls it again if it had to release them for a smaller
  * arena (pool_release). */
 bool pool_init(void) {
+  if (rill_arena.min_order >= POOL_ORDERS) return false; /* pages over 64 KiB */
   size_t words = (rill_arena.nslots + 63) / 64, swords = (words + 63) / 64;
-  size_t per = (words + swords) * sizeof(uint64_t);
-  size_t n = (size_t)NORDERS * rill_arena.stripes;
-  char *mem = os_map(per * n);
+  size_t pg = rill_arena.page, per = ((words + swords) * sizeof(uint64_t) + pg - 1) & ~(pg - 1);
+  size_t n = (size_t)POOL_ORDERS * rill_arena.stripes;
+  char *mem = os_reserve(per * n);
   if (!mem) return false;
   maps_mem = mem;
   maps_bytes = per * n;
-  for (unsigned o = 0; o < NORDERS; o++)
+  for (unsigned o = 0; o < POOL_ORDERS; o++)
     for (unsigned s = 0; s < rill_arena.stripes; s++, mem += per) {
       maps[s][o].bits = (_Atomic uint64_t *)(void *)mem;
       maps[s][o].sum = maps[s][o].bits + words;
     }
-  return true;
+  maps_done = 0;
+  if (arena_track(maps_commit)) return true;
+  pool_release();
+  return false;
 }
 
 /* Undoes pool_init at start-up, for a smaller arena. */
@@ -74,10 +96,10 @@ static void map_unmark(map_t *mp, size_t w) {
     atomic_fetch_or_explicit(&mp->sum[w / 64], BIT(w), SEQ);
 }
 
+/* Words that may hold bits: those of slots below the bound (pooled spans lie
+ * below it, and with RILL_COMMIT the words above it are not mapped). */
 static inline size_t map_words(void) {
-  size_t top = atomic_load_explicit(&rill_arena_top, RLX);
-  if (top > rill_arena.nslots) top = rill_arena.nslots;
-  return (top + 63) / 64;
+  return (arena_bound_slots() + 63) / 64;
 }
 
 /* Marks a span pooled; map_push also counts it in (a purge pass puts back
@@ -186,7 +208,7 @@ static size_t purge_pass(uint32_t cutoff, bool lazy, size_t *left) {
   batch_t b = {.n = 0, .bytes = 0, .lazy = lazy};
   *left = 0;
   size_t nw = map_words();
-  for (unsigned o = 0; o < NORDERS; o++)
+  for (unsigned o = 0; o < POOL_ORDERS; o++)
     for (unsigned s = 0; s < rill_arena.stripes; s++) {
       map_t *mp = &maps[s][o];
       for (size_t sw = 0; sw * 64 < nw; sw++) {
@@ -332,10 +354,14 @@ static span_t *chunk_take(chunk_t *ck, unsigned order) {
     size_t piece = (size_t)1 << rill_arena.min_order;
     for (; ck->next < ck->end; ck->next += (uint32_t)piece)
       pool_put(arena_span(ck->next, rill_arena.min_order));
-    size_t first = arena_take((size_t)1 << CHUNK_ORDER);
-    if (!first) return NULL;
+    /* RILL_COMMIT makes each chunk writable with an mprotect, which holds
+     * the memory map against every thread's page faults: 1 MiB chunks
+     * there (knary at 16 threads made 177 calls with 256 KiB ones) */
+    size_t len = (size_t)1 << (rill_opt.commit_demand ? CHUNK_ORDER_DEMAND : CHUNK_ORDER);
+    size_t first = arena_take(len);
+    if (!first || !arena_commit(first, len)) return NULL;
     ck->next = (uint32_t)first;
-    ck->end = (uint32_t)(first + ((size_t)1 << CHUNK_ORDER));
+    ck->end = (uint32_t)(first + len);
   }
   span_t *sp = arena_span(ck->next, order);
   ck->next += (uint32_t)n;

@@ -56,6 +56,7 @@ typedef struct shard {
   uint8_t id;                /* the runs' `shard` mark: index + 1 (0: not a run) */
   _Atomic uint64_t nonempty; /* bit b: bins[b] has a run (other shards read it unlocked) */
   size_t wild, wild_end;     /* never-used slots of the shard's last chunk (wild_take) */
+  size_t wild_ready;         /* RILL_COMMIT: the wilderness is writable below this slot */
   span_t *bins[BINS];        /* free runs by size, each list in address order */
 } __attribute__((aligned(64))) shard_t;
 static shard_t shards[RUN_SHARDS];
@@ -87,10 +88,23 @@ static unsigned bin_of(size_t n) {
  * without it: atomic words. */
 static _Atomic uint64_t *dirty;
 
+static size_t dirty_done; /* RILL_COMMIT: slots whose dirty bits are writable */
+static bool dirty_commit(size_t slots) {
+  size_t u = sizeof(uint64_t);
+  if (!os_commit_grow((void *)dirty, (dirty_done + 63) / 64 * u, (slots + 63) / 64 * u))
+    return false;
+  dirty_done = slots;
+  return true;
+}
+
 bool runs_init(void) {
   for (unsigned k = 0; k < RUN_SHARDS; k++) shards[k].id = (uint8_t)(k + 1);
-  dirty = os_map((rill_arena.nslots + 63) / 64 * sizeof(uint64_t));
-  return dirty != NULL;
+  size_t bytes = (rill_arena.nslots + 63) / 64 * sizeof(uint64_t);
+  dirty = os_reserve(bytes);
+  dirty_done = 0;
+  if (dirty && arena_track(dirty_commit)) return true;
+  if (dirty) os_unmap((void *)dirty, bytes);
+  return false;
 }
 
 static void dirty_mark(size_t i, size_t n, bool on) {
@@ -218,7 +232,7 @@ static void merge_state(span_t *a, const span_t *b) {
 static void release(shard_t *sh, span_t *sp) {
   sp->bsize = 0;
   size_t i = span_index(sp), n = sp->nslots, j = i + n;
-  if (j < rill_arena.nslots && head_get(j) == j) {
+  if (j < arena_bound_slots() && head_get(j) == j) {
     span_t *r = span_of_index(j);
     if (shard_mark(r) == sh->id && r->run_free) {
       unlink_run(sh, r);
@@ -307,6 +321,21 @@ static span_t *fit(shard_t *sh, size_t n, unsigned b) {
  * (64-256 KiB at one thread: peak RSS 23 -> 35 MiB). */
 #define CHUNK 2048
 
+/* RILL_COMMIT: the wilderness writable up to slot `end`, 2 MiB ahead at
+ * least, so a 32 MiB chunk is charged as it is cut (a program whose threads
+ * each had a few 8 KiB blocks was charged 32 MiB per shard), in a dozen
+ * system calls at most. */
+#define WILD_COMMIT_STEP 128
+static bool wild_commit(shard_t *sh, size_t end) {
+  if (!rill_opt.commit_demand || end <= sh->wild_ready) return true;
+  size_t from = sh->wild_ready > sh->wild ? sh->wild_ready : sh->wild;
+  size_t to = from + WILD_COMMIT_STEP > end ? from + WILD_COMMIT_STEP : end;
+  if (to > sh->wild_end) to = sh->wild_end;
+  if (!arena_commit(from, to - from)) return false;
+  sh->wild_ready = to;
+  return true;
+}
+
 /* Under sh's lock: n never-used slots from sh's wilderness, refilled from
  * the arena's top; 0 if the arena is spent. */
 static size_t wild_take(shard_t *sh, size_t n) {
@@ -315,12 +344,13 @@ static size_t wild_take(shard_t *sh, size_t n) {
     if (!i && m > n) i = arena_take(m = n); /* the arena's last slots */
     if (!i) return 0;
     if (i != sh->wild_end) { /* not contiguous: the old rest becomes a free run */
-      if (sh->wild_end > sh->wild)
+      if (sh->wild_end > sh->wild && wild_commit(sh, sh->wild_end))
         file_run(sh, free_head(sh->id, sh->wild, UINT32_MAX), sh->wild_end - sh->wild);
-      sh->wild = i;
+      sh->wild = sh->wild_ready = i;
     }
     sh->wild_end = i + m;
   }
+  if (!wild_commit(sh, sh->wild + n)) return 0;
   size_t i = sh->wild;
   sh->wild += n;
   return i;
@@ -335,6 +365,7 @@ static bool wild_grow(shard_t *sh, size_t k) {
     if (!arena_extend(sh->wild_end, k - have)) return false;
     sh->wild_end += k - have;
   }
+  if (!wild_commit(sh, sh->wild + k)) return false;
   sh->wild += k;
   return true;
 }
@@ -420,7 +451,7 @@ bool run_resize(span_t *sp, size_t n) {
     pages = true;
   } else {
     size_t j = i + m;
-    span_t *r = j < rill_arena.nslots && head_get(j) == j ? span_of_index(j) : NULL;
+    span_t *r = j < arena_bound_slots() && head_get(j) == j ? span_of_index(j) : NULL;
     if (r && shard_mark(r) == sh->id && r->run_free && m + r->nslots >= n) {
       unlink_run(sh, r);
       size_t rest = m + r->nslots - n;

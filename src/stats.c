@@ -12,8 +12,8 @@
 __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *out) {
   struct rill_stats s = {0};
   if (atomic_load_explicit(&rill_ready, ACQ)) {
-    size_t top = atomic_load_explicit(&rill_arena_top, RLX);
-    if (top > rill_arena.nslots) top = rill_arena.nslots;
+    size_t top = atomic_load_explicit(&rill_arena_top, RLX), bound = arena_bound_slots();
+    if (top > bound) top = bound; /* slots being covered: their entries may not be mapped */
     s.bytes_reserved = rill_arena.size;
     for (size_t i = (size_t)1 << rill_arena.min_order; i < top;) {
       /* relaxed atomic: runs.c rewrites heads of free runs under its lock */

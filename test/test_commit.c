@@ -1,0 +1,200 @@
+/* test_commit.c - proves commit on demand (RILL_COMMIT=demand, and what RILL_COMMIT=auto does
+ * under the kernel's strict overcommit): the arena and its tables are reserved without access
+ * and made writable only as far as they are used, so the memory a strict kernel would charge
+ * stays near what the program uses, while threads, large runs, huge blocks, thread churn and
+ * fork all work across many commit steps. strict_overcommit.sh runs it under
+ * vm.overcommit_memory = 2 as well (--hold, --exhaust). */
+#include <pthread.h>
+#include <sys/wait.h>
+
+#include "rill_test.h"
+
+#define MiB ((size_t)1 << 20)
+#define GiB ((size_t)1 << 30)
+
+/* What a strict kernel charges: the private writable mappings of this process, and the
+ * protection of the mapping that holds `p` (0 if none does). */
+static size_t writable_bytes(uintptr_t p, char *perm_of_p) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) DIE("cannot open /proc/self/maps");
+  char line[512];
+  size_t sum = 0;
+  if (perm_of_p) perm_of_p[0] = 0;
+  while (fgets(line, sizeof line, f)) {
+    uintptr_t lo, hi;
+    char perm[8];
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &lo, &hi, perm) != 3) continue;
+    if (perm[1] == 'w' && perm[3] == 'p') sum += hi - lo;
+    if (perm_of_p && p >= lo && p < hi) memcpy(perm_of_p, perm, 5);
+  }
+  fclose(f);
+  return sum;
+}
+
+/* Each worker allocates small blocks of many classes, big classes' runs, a large block grown
+ * in place by realloc and a huge block, fills them all, checks them and frees them: a few
+ * hundred MiB of arena in all, reached by four threads at once, commit by commit. */
+#define NSMALL 40000
+#define NBIG   24
+static void *worker(void *arg) {
+  uint64_t rng = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15u + 1;
+  void **small = malloc(NSMALL * sizeof *small), *big[NBIG];
+  if (!small) DIE("malloc of the index");
+  size_t bign[NBIG];
+  for (size_t i = 0; i < NSMALL; i++) {
+    size_t n = 8 + rng_next(&rng) % 2040;
+    small[i] = malloc(n);
+    if (!small[i]) DIE("malloc(%zu) failed", n);
+    pat_fill(small[i], n, pat_seed(small[i], n));
+  }
+  for (size_t i = 0; i < NBIG; i++) {
+    bign[i] = 40 * 1024 + rng_next(&rng) % (3 * MiB);
+    big[i] = malloc(bign[i]);
+    if (!big[i]) DIE("malloc(%zu) failed", bign[i]);
+    pat_fill(big[i], bign[i], pat_seed(big[i], bign[i]));
+  }
+  size_t gn = 64 * 1024;
+  char *grow = malloc(gn);
+  if (!grow) DIE("malloc(%zu) failed", gn);
+  pat_fill(grow, gn, 7);
+  for (; gn < 24 * MiB; gn *= 2) {
+    char *g = realloc(grow, gn * 2);
+    if (!g) DIE("realloc to %zu failed", gn * 2);
+    grow = g;
+    PAT_CHECK(grow, 64 * 1024, 7, "grown block after realloc to %zu", gn * 2);
+  }
+  char *huge = malloc(40 * MiB);
+  if (!huge) DIE("malloc(40 MiB) failed");
+  memset(huge, 1, 40 * MiB);
+  for (size_t i = 0; i < NSMALL; i++) free(small[i]);
+  free(small);
+  for (size_t i = 0; i < NBIG; i++) {
+    PAT_CHECK(big[i], bign[i], pat_seed(big[i], bign[i]), "big block of %zu", bign[i]);
+    free(big[i]);
+  }
+  free(grow);
+  free(huge);
+  return NULL;
+}
+
+static void *churn_one(void *arg) {
+  void *p = malloc(100 + (size_t)(uintptr_t)arg % 900);
+  if (!p) DIE("a new thread's malloc failed");
+  memset(p, 2, 100);
+  free(p);
+  return NULL;
+}
+
+static int run_checks(void) {
+  char perm[8];
+  void *first = malloc(64);
+  CHECK(first != NULL, "first malloc");
+  struct rill_stats st;
+  rill_stats_get(&st);
+  CHECK(st.bytes_reserved >= 64 * GiB, "arena of %zu GiB: not shrunk to what could be charged",
+        (size_t)(st.bytes_reserved / GiB));
+
+  /* At start-up: the block's page is writable, the arena 1 GiB above it is not mapped
+   * with any access, and everything writable is a few MiB. */
+  size_t w0 = writable_bytes((uintptr_t)first, perm);
+  CHECK(perm[0] == 'r' && perm[1] == 'w', "a block's mapping is %s, not writable", perm);
+  writable_bytes((uintptr_t)first + GiB, perm);
+  CHECK(strcmp(perm, "---p") == 0,
+        "the arena 1 GiB above the first block is '%s', not reserved without access", perm);
+  CHECK(w0 < 64 * MiB, "%zu MiB writable at start-up (demand mode commits as it goes)", w0 / MiB);
+
+  /* Four threads at once, across many covers. */
+  pthread_t t[4];
+  for (unsigned i = 0; i < 4; i++)
+    if (pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1))) DIE("pthread_create");
+  for (unsigned i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  rill_stats_get(&st);
+  size_t w1 = writable_bytes(0, NULL);
+  /* Each worker holds at most about 45 MiB of small blocks and 40 MiB of runs in the arena
+   * (the huge block is a mapping of its own and gone), so under 1 GiB is what was used;
+   * reserving the tables writable would have been well over 16 GiB. */
+  CHECK(w1 < GiB, "%zu MiB writable after the workers, with %zu MiB of arena committed", w1 / MiB,
+        (size_t)(st.bytes_committed / MiB));
+  CHECK(st.bytes_in_use < 16 * MiB, "%zu MiB still in use after every free",
+        (size_t)(st.bytes_in_use / MiB));
+
+  /* Thread churn: new heap records are committed 16 at a time. */
+  for (unsigned round = 0; round < 8; round++) {
+    pthread_t c[40];
+    for (unsigned i = 0; i < 40; i++)
+      if (pthread_create(&c[i], NULL, churn_one, (void *)(uintptr_t)i)) DIE("pthread_create");
+    for (unsigned i = 0; i < 40; i++) pthread_join(c[i], NULL);
+  }
+
+  /* A forked child grows the arena past the parent's bound, on its own copy. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    char *b[8];
+    for (unsigned i = 0; i < 8; i++) {
+      b[i] = malloc(20 * MiB);
+      if (!b[i]) _exit(2);
+      memset(b[i], 3, 20 * MiB);
+    }
+    for (unsigned i = 0; i < 8; i++) free(b[i]);
+    _exit(0);
+  }
+  int status = 0;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "forked child growing the arena: status %d", status);
+  free(first);
+  return 0;
+}
+
+/* --hold MB: takes MB MiB in 1 MiB blocks, says "ready", waits 3 s, frees. */
+static int hold(size_t mb) {
+  void **b = malloc(mb * sizeof *b);
+  if (!b) DIE("malloc");
+  for (size_t i = 0; i < mb; i++) {
+    b[i] = malloc(MiB);
+    if (!b[i]) DIE("malloc(1 MiB) failed");
+    memset(b[i], 4, 4096);
+  }
+  printf("ready\n");
+  fflush(stdout);
+  sleep(3);
+  for (size_t i = 0; i < mb; i++) free(b[i]);
+  free(b);
+  return 0;
+}
+
+/* --exhaust: under strict overcommit, takes 16 MiB blocks (barely touched) until the kernel
+ * refuses to commit more; malloc must then fail with ENOMEM, not crash, and work again once
+ * the blocks are freed. */
+static int exhaust(void) {
+  enum { MAXB = 8192 }; /* 128 GiB: more than this machine's commit limit */
+  static void *b[MAXB];
+  size_t n = 0;
+  errno = 0;
+  while (n < MAXB && (b[n] = malloc(16 * MiB)) != NULL) {
+    memset(b[n], 5, 64);
+    n++;
+  }
+  int e = errno;
+  CHECK(n < MAXB, "128 GiB taken under strict overcommit without a failure");
+  CHECK(n > 0 && e == ENOMEM, "malloc failed after %zu blocks with errno %d, not ENOMEM", n, e);
+  void *small = malloc(100); /* may fail: the limit is reached; must not crash */
+  free(small);
+  for (size_t i = 0; i < n; i++) free(b[i]);
+  T_trim();
+  void *again = malloc(16 * MiB);
+  CHECK(again != NULL, "malloc(16 MiB) after freeing %zu blocks", n);
+  if (again) memset(again, 6, 16 * MiB);
+  free(again);
+  printf("exhaust: %zu blocks of 16 MiB (%zu GiB) before ENOMEM\n", n, n * 16 * MiB / GiB);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 2 && !strcmp(argv[1], "--hold")) return hold((size_t)atol(argv[2]));
+  if (argc > 1 && !strcmp(argv[1], "--exhaust")) {
+    exhaust();
+    return t_finish("commit_exhaust");
+  }
+  run_checks();
+  return t_finish("commit_demand");
+}
