@@ -5,19 +5,24 @@
 #
 #   bench/ab.sh OLD.so NEW.so [N] < lines      (N defaults to 3)
 #
+# AB_OLD_ENV and AB_NEW_ENV add VAR=value words to one side's environment, so
+# one build can be compared with itself under two options, e.g.
+#   AB_NEW_ENV="RILL_COMMIT=demand" bench/ab.sh build/librill.so build/librill.so 5
+#
 # Each input line is: NAME PROGRAM ARGS..., e.g.
 #   xmalloc4 xmalloc -t 4 -n 1000000 -m 16 -M 512 -q 64
 # PROGRAM is a bench_* binary in $RILL_BUILD_DIR/bench (default: build/bench).
 # For throughput metrics (ops/s) higher is better, for times lower.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 old=$1 new=$2 n=${3:-3}
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${RILL_BUILD_DIR:-$repo/build}/bench"
-one() { # lib program args... -> "value rss_kib"
-  local lib=$1 prog=$2
-  shift 2
-  /usr/bin/time -f "RSS %M" env LD_PRELOAD="$lib" "$bin/bench_$prog" "$@" 2>&1 |
+one() { # lib extra-env program args... -> "value rss_kib"
+  local lib=$1 extra=$2 prog=$3
+  shift 3
+  # shellcheck disable=SC2086
+  /usr/bin/time -f "RSS %M" env LD_PRELOAD="$lib" $extra "$bin/bench_$prog" "$@" 2>&1 |
     awk '/^RESULT/ { for (i = 1; i <= NF; i++) if ($i ~ /^value=/) v = substr($i, 7) }
          /^RSS / { r = $2 } END { print v, r }'
 }
@@ -26,7 +31,8 @@ while read -r name prog args; do
   results=()
   for _ in $(seq "$n"); do
     # shellcheck disable=SC2086
-    results+=("old $(one "$old" "$prog" $args)" "new $(one "$new" "$prog" $args)")
+    results+=("old $(one "$old" "${AB_OLD_ENV:-}" "$prog" $args)"
+      "new $(one "$new" "${AB_NEW_ENV:-}" "$prog" $args)")
   done
   printf '%s\n' "${results[@]}" | python3 -c '
 import statistics as st, sys

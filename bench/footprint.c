@@ -3,7 +3,9 @@
  * program splits its resident memory, from /proc/self/smaps_rollup, into private dirty pages
  * (heap, stacks, tables: what the allocator really costs) and shared clean pages (code of the
  * program and its libraries, mapped in 64 KiB fault-around chunks when a function is first
- * called). ru_maxrss counts both. */
+ * called). ru_maxrss counts both. It also sums the private writable mappings, from
+ * /proc/self/maps: what a kernel with strict overcommit (vm.overcommit_memory=2) charges the
+ * program, whether or not the pages were touched. */
 #include "bench.h"
 
 static uint64_t opt_blocks = 1000, opt_size = 8;
@@ -35,8 +37,24 @@ static long rollup_kib(const char *text, const char *name) {
 }
 
 struct mem {
-  long rss, priv, shared;
+  long rss, priv, shared, writable;
 };
+
+/* KiB in private writable mappings (the commit charge under strict overcommit). */
+static long writable_kib(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) bench_die("cannot open /proc/self/maps");
+  char line[512];
+  unsigned long long sum = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long lo, hi;
+    char perm[8];
+    if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perm) == 3 && perm[1] == 'w' && perm[3] == 'p')
+      sum += hi - lo;
+  }
+  fclose(f);
+  return (long)(sum >> 10);
+}
 
 static struct mem measure(void) {
   char text[4096];
@@ -46,7 +64,7 @@ static struct mem measure(void) {
   fclose(f);
   text[n] = '\0';
   struct mem m = {rollup_kib(text, "Rss:"), rollup_kib(text, "Private_Dirty:"),
-                  rollup_kib(text, "Shared_Clean:")};
+                  rollup_kib(text, "Shared_Clean:"), writable_kib()};
   if (m.rss < 0 || m.priv < 0 || m.shared < 0) bench_die("unexpected smaps_rollup format");
   return m;
 }
@@ -82,6 +100,8 @@ int main(int argc, char **argv) {
   bench_kv_u64("shared_clean_kib", (uint64_t)peak.shared);
   bench_kv_u64("end_private_dirty_kib", (uint64_t)end.priv);
   bench_kv_u64("end_rss_kib", (uint64_t)end.rss);
+  bench_kv_u64("writable_kib", (uint64_t)peak.writable);
+  bench_kv_u64("end_writable_kib", (uint64_t)end.writable);
   bench_kv_u64("blocks", opt_blocks);
   bench_kv_u64("size", opt_size);
   bench_result_end();
