@@ -34,12 +34,13 @@ void os_unmap(void *p, size_t n) {
 /* ---- commit on demand (RILL_COMMIT) --------------------------------------
  * Under strict overcommit (vm.overcommit_memory = 2) the kernel charges a
  * private writable mapping in full when it is made, MAP_NORESERVE or not. The
- * 1 TiB arena was refused, and the largest size granted (8 GiB of a 12 GiB
- * commit limit on this project's machine) was charged to a program that used
- * a few pages, so the next process could hardly start. In demand mode the
- * arena and every table indexed by slot are reserved without access, which
- * is not charged, and made writable as arena_cover moves the bound: 8 MiB of
- * arena at a time, with the tables' pages for those slots. */
+ * 1 TiB arena was refused, and the largest size granted (8 GiB, charged 8.3
+ * GiB with its tables, of an 11.8 GiB commit limit on this project's machine)
+ * went to a program that used a few pages, so the next process could hardly
+ * start. In demand mode the arena and every table indexed by slot are
+ * reserved without access, which is not charged, and made writable as they
+ * are reached: the tables at each cover (cover_commit), the arena's pages as
+ * slots are handed out (arena_commit). */
 static int reserve_prot(void) {
   return rill_opt.commit_demand ? PROT_NONE : PROT_READ | PROT_WRITE;
 }
@@ -244,8 +245,9 @@ static bool cover_commit(size_t to) {
   return true;
 }
 
-/* A layer above whose tables are indexed by slot has them made writable up
- * to the bound, now and at each cover (RILL_COMMIT only; a no-op otherwise).
+/* A layer above whose tables are indexed by slot has them made writable as
+ * far as the arena's own tables, now and at each cover (RILL_COMMIT only; a
+ * no-op otherwise).
  * False if the kernel refuses the first commit. */
 bool arena_track(bool (*commit)(size_t slots)) {
   if (!rill_opt.commit_demand) return true;
@@ -334,10 +336,4 @@ span_t *arena_span(size_t first, unsigned order) {
   sp->fresh = 1;
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   return sp;
-}
-
-/* A never-used run of 2^order slots from the top of the arena. */
-span_t *arena_fresh(unsigned order) {
-  size_t first = arena_take((size_t)1 << order);
-  return first && arena_commit(first, (size_t)1 << order) ? arena_span(first, order) : NULL;
 }

@@ -35,7 +35,6 @@
 #define SLOT_SHIFT  14
 #define SLOT_SIZE   ((size_t)1 << SLOT_SHIFT)
 #define MAX_ORDER   11 /* 2048 slots = 32 MiB: the largest span */
-#define NORDERS     (MAX_ORDER + 1)
 #define LARGE_MAX   (SLOT_SIZE << MAX_ORDER)
 #define MAX_STRIPES 64
 #define HUGE_PAGE   ((size_t)2 << 20)
@@ -297,7 +296,6 @@ size_t arena_take(size_t n) INTERNAL;
 bool arena_extend(size_t end, size_t n) INTERNAL;
 bool arena_commit(size_t first, size_t n) INTERNAL;
 span_t *arena_span(size_t first, unsigned order) INTERNAL;
-span_t *arena_fresh(unsigned order) INTERNAL;
 void arena_fork_prepare(void) INTERNAL;
 void arena_fork_parent(void) INTERNAL;
 void arena_fork_child(void) INTERNAL;

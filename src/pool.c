@@ -375,10 +375,11 @@ span_t *pool_take(unsigned order) {
   return sp;
 }
 
-/* A never-used span of 2^order slots: from the heap's chunk (small orders;
- * ck may be NULL) or the arena's top. NULL when the arena is spent. */
+/* A never-used span of 2^order slots, from the heap's chunk (every pool
+ * order is below CHUNK_ORDER). NULL when the arena is spent. */
+_Static_assert(POOL_ORDERS <= CHUNK_ORDER, "pool spans are cut from heap chunks");
 span_t *pool_fresh(unsigned order, chunk_t *ck) {
-  span_t *sp = ck && order < CHUNK_ORDER ? chunk_take(ck, order) : arena_fresh(order);
+  span_t *sp = chunk_take(ck, order);
   pool_tick(os_now_ms());
   return sp;
 }
