@@ -286,6 +286,25 @@ bool arena_commit(size_t first, size_t n) {
   return os_commit_grow((void *)(rill_arena.base + (first << SLOT_SHIFT)), 0, n << SLOT_SHIFT);
 }
 
+/* RILL_COMMIT: gives slots first .. first + n - 1 back with their commit
+ * charge. Strict overcommit charges a writable private mapping whatever
+ * madvise did to its pages, so the range is mapped anew without access;
+ * arena_commit makes it writable (and zero) again. The new mapping is
+ * advised as arena_init advised the arena, so it merges with its
+ * neighbours again once writable, and no transparent huge page fills it
+ * unasked. False if the kernel refused (the memory map's limit): the range
+ * is then as it was. */
+bool arena_decommit(size_t first, size_t n) {
+  uintptr_t p = rill_arena.base + (first << SLOT_SHIFT);
+  size_t len = n << SLOT_SHIFT;
+  if (mmap((void *)p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+           0) == MAP_FAILED)
+    return false;
+  bool huge = rill_opt.hugepages && first << SLOT_SHIFT >= HUGE_START;
+  madvise((void *)p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  return true;
+}
+
 /* fork: the child must not inherit the lock held by a thread that is gone. */
 void arena_fork_prepare(void) {
   spin_lock(&cover_lock);

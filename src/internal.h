@@ -145,6 +145,9 @@ typedef struct span {
   _Alignas(64) size_t lsize; /* large object: usable size */
   uint32_t lobj;             /* large object: offset of the object in the span */
   uint32_t stamp;            /* pooled: when it went in (ms, for delayed purging) */
+  _Atomic uint32_t gone_n;   /* pooled, RILL_COMMIT: slots of the stretch decommitted with
+                              * this span (pool.c, pool_recommit); 0 if none */
+  uint32_t gone_first;       /* pooled, RILL_COMMIT: the stretch's first slot */
   uint8_t run_free;          /* the first slot of a free large run (runs.c) */
   uint8_t shard;             /* a run's first slot: its shard's mark (runs.c), 0 if none */
 } span_t;
@@ -295,6 +298,7 @@ void arena_release(void) INTERNAL;
 size_t arena_take(size_t n) INTERNAL;
 bool arena_extend(size_t end, size_t n) INTERNAL;
 bool arena_commit(size_t first, size_t n) INTERNAL;
+bool arena_decommit(size_t first, size_t n) INTERNAL;
 span_t *arena_span(size_t first, unsigned order) INTERNAL;
 void arena_fork_prepare(void) INTERNAL;
 void arena_fork_parent(void) INTERNAL;

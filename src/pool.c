@@ -202,6 +202,113 @@ static void batch_flush(batch_t *b, map_t *home) {
   b->n = 0;
 }
 
+/* ---- giving the commit charge back (RILL_COMMIT) ------------------------ */
+/* Under strict overcommit a purged span stays charged: madvise took its
+ * pages, but the mapping is still writable, so the charge followed the
+ * program's peak. After each purge pass, every stretch of pooled spans
+ * that hold no pages and together fill at least DECOMMIT_MIN slots of one
+ * map word is mapped anew without access (arena_decommit), its spans taken
+ * out of every map while the pass looks, as the purge pass takes them.
+ * Whoever takes one of them from the pool makes the whole stretch writable
+ * again (pool_recommit): spans are reused lowest address first, so
+ * stretches come back whole and the memory map keeps a mapping or two per
+ * stretch, not one per span. Each stretch can split the arena's mapping
+ * in two more, and a process may have 65530 by default: at most GONE_MAX
+ * stretches are out at once (8 GiB of 1 MiB words). */
+#define DECOMMIT_MIN 32 /* slots: 512 KiB */
+#define GONE_MAX     8192
+static _Atomic uint32_t gone_stretches;
+
+typedef struct {
+  span_t *sp;
+  size_t first, n;
+} piece_t;
+
+/* Decommits pieces [i, j) (contiguous, sorted) as one stretch. */
+static void decommit_stretch(piece_t *pc, unsigned i, unsigned j) {
+  size_t a = pc[i].first, b = pc[j - 1].first + pc[j - 1].n;
+  if (b - a < DECOMMIT_MIN || atomic_load_explicit(&gone_stretches, RLX) >= GONE_MAX) return;
+  if (!arena_decommit(a, b - a)) return;
+  for (unsigned k = i; k < j; k++) {
+    span_t *sp = pc[k].sp;
+    __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED); /* zero when writable again */
+    sp->gone_first = (uint32_t)a;
+    /* published by the maps' sequentially consistent put-back below */
+    atomic_store_explicit(&sp->gone_n, (uint32_t)(b - a), RLX);
+  }
+  atomic_fetch_add_explicit(&gone_stretches, 1, RLX);
+}
+
+/* Map word w of every stripe and order: its spans out, the stretches among
+ * them decommitted, then all back. */
+static void decommit_word(size_t w) {
+  uint64_t x[MAX_STRIPES][POOL_ORDERS];
+  piece_t pc[64];
+  unsigned np = 0, st = rill_arena.stripes;
+  size_t slots = 0;
+  for (unsigned s = 0; s < st; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      slots += (size_t)__builtin_popcountll(atomic_load_explicit(&maps[s][o].bits[w], RLX)) << o;
+  if (slots < DECOMMIT_MIN) return;
+  for (unsigned s = 0; s < st; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++) {
+      x[s][o] = atomic_exchange_explicit(&maps[s][o].bits[w], 0, SEQ);
+      for (uint64_t m = x[s][o]; m && np < 64; m &= m - 1) {
+        size_t i = w * 64 + (unsigned)__builtin_ctzll(m);
+        span_t *sp = span_of_index(i);
+        /* pages left, or out already: a stretch stops at it */
+        if (sp->stamp != UINT32_MAX || atomic_load_explicit(&sp->gone_n, RLX)) continue;
+        unsigned k = np++; /* insertion by address */
+        for (; k && pc[k - 1].first > i; k--) pc[k] = pc[k - 1];
+        pc[k] = (piece_t){sp, i, (size_t)1 << o};
+      }
+    }
+  for (unsigned i = 0; i < np;) {
+    unsigned j = i + 1;
+    while (j < np && pc[j].first == pc[j - 1].first + pc[j - 1].n) j++;
+    decommit_stretch(pc, i, j);
+    i = j;
+  }
+  for (unsigned s = 0; s < st; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      if (x[s][o]) map_put_bits(&maps[s][o], w, x[s][o]);
+}
+
+/* The words that hold pooled spans, each looked at once. Caller holds
+ * purge_lock. */
+static void decommit_pass(void) {
+  size_t nw = map_words();
+  for (size_t sw = 0; sw * 64 < nw; sw++) {
+    uint64_t marks = 0;
+    for (unsigned s = 0; s < rill_arena.stripes; s++)
+      for (unsigned o = 0; o < POOL_ORDERS; o++)
+        marks |= atomic_load_explicit(&maps[s][o].sum[sw], RLX);
+    for (; marks; marks &= marks - 1) decommit_word(sw * 64 + (unsigned)__builtin_ctzll(marks));
+  }
+}
+
+/* A span just taken from the pool whose stretch was decommitted: the whole
+ * stretch writable again, under the lock that keeps passes out, so no pass
+ * decommits a stretch while its spans are being marked back. False if the
+ * kernel refused the commit. */
+static bool pool_recommit(span_t *sp) {
+  bool ok = true;
+  spin_lock(&purge_lock);
+  uint32_t n = atomic_load_explicit(&sp->gone_n, RLX);
+  if (n) {
+    size_t first = sp->gone_first;
+    ok = arena_commit(first, n);
+    for (size_t i = first; ok && i < first + n;) {
+      span_t *p = span_of_index(i);
+      atomic_store_explicit(&p->gone_n, 0, RLX);
+      i += span_nslots(p);
+    }
+    if (ok) atomic_fetch_sub_explicit(&gone_stretches, 1, RLX);
+  }
+  spin_unlock(&purge_lock);
+  return ok;
+}
+
 /* Purges pooled spans that entered the pool at or before `cutoff` ms; *left
  * counts those that still hold pages, too young to go. */
 static size_t purge_pass(uint32_t cutoff, bool lazy, size_t *left) {
@@ -232,6 +339,7 @@ static size_t purge_pass(uint32_t cutoff, bool lazy, size_t *left) {
       }
       batch_flush(&b, mp);
     }
+  if (rill_opt.commit_demand) decommit_pass();
   size_t runs_left;
   b.bytes += runs_purge(cutoff, lazy, &runs_left);
   *left += runs_left;
@@ -370,8 +478,15 @@ static span_t *chunk_take(chunk_t *ck, unsigned order) {
 
 /* A pooled span of 2^order slots (the caller's stripe first), or NULL. */
 span_t *pool_take(unsigned order) {
-  span_t *sp = pool_pop(order, cpu_stripe());
-  if (sp) pool_tick(os_now_ms());
+  unsigned stripe = cpu_stripe();
+  span_t *sp = pool_pop(order, stripe);
+  if (!sp) return NULL;
+  if (unlikely(rill_opt.commit_demand) && atomic_load_explicit(&sp->gone_n, RLX) &&
+      !pool_recommit(sp)) {
+    map_push(&maps[stripe][order], sp); /* still decommitted: the caller fails with ENOMEM */
+    return NULL;
+  }
+  pool_tick(os_now_ms());
   return sp;
 }
 

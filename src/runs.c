@@ -87,11 +87,15 @@ static unsigned bin_of(size_t n) {
  * of it wrote all 500 MiB. Changed under the lock, read by rill_stats_get
  * without it: atomic words. */
 static _Atomic uint64_t *dirty;
+/* RILL_COMMIT: which slots of free runs were decommitted (shard_purge), a
+ * bit per slot like `dirty`, cleared when a run cut from them is made
+ * writable again (run_recommit). Both tables in one reservation. */
+static _Atomic uint64_t *gone;
 
-static size_t dirty_done; /* RILL_COMMIT: slots whose dirty bits are writable */
+static size_t dirty_done; /* RILL_COMMIT: slots whose bits are writable */
 static bool dirty_commit(size_t slots) {
-  size_t u = sizeof(uint64_t);
-  if (!os_commit_grow((void *)dirty, (dirty_done + 63) / 64 * u, (slots + 63) / 64 * u))
+  size_t u = sizeof(uint64_t), from = (dirty_done + 63) / 64 * u, to = (slots + 63) / 64 * u;
+  if (!os_commit_grow((void *)dirty, from, to) || !os_commit_grow((void *)gone, from, to))
     return false;
   dirty_done = slots;
   return true;
@@ -99,31 +103,32 @@ static bool dirty_commit(size_t slots) {
 
 bool runs_init(void) {
   for (unsigned k = 0; k < RUN_SHARDS; k++) shards[k].id = (uint8_t)(k + 1);
-  size_t bytes = (rill_arena.nslots + 63) / 64 * sizeof(uint64_t);
+  size_t words = (rill_arena.nslots + 63) / 64, bytes = 2 * words * sizeof(uint64_t);
   dirty = os_reserve(bytes);
   dirty_done = 0;
+  if (dirty) gone = dirty + words;
   if (dirty && arena_track(dirty_commit)) return true;
   if (dirty) os_unmap((void *)dirty, bytes);
   return false;
 }
 
-static void dirty_mark(size_t i, size_t n, bool on) {
+static void bits_mark(_Atomic uint64_t *map, size_t i, size_t n, bool on) {
   while (n) {
     size_t b = i % 64, k = 64 - b < n ? 64 - b : n;
     uint64_t m = (k == 64 ? ~(uint64_t)0 : ((uint64_t)1 << k) - 1) << b;
     if (on)
-      atomic_fetch_or_explicit(&dirty[i / 64], m, RLX);
+      atomic_fetch_or_explicit(&map[i / 64], m, RLX);
     else
-      atomic_fetch_and_explicit(&dirty[i / 64], ~m, RLX);
+      atomic_fetch_and_explicit(&map[i / 64], ~m, RLX);
     i += k;
     n -= k;
   }
 }
 
 /* The first slot from i on, below end, whose bit is `on`; end if none. */
-static size_t dirty_scan(size_t i, size_t end, bool on) {
+static size_t bits_scan(_Atomic uint64_t *map, size_t i, size_t end, bool on) {
   while (i < end) {
-    uint64_t x = atomic_load_explicit(&dirty[i / 64], RLX);
+    uint64_t x = atomic_load_explicit(&map[i / 64], RLX);
     x = (on ? x : ~x) & (~(uint64_t)0 << (i % 64));
     if (x) {
       size_t j = (i & ~(size_t)63) + (unsigned)__builtin_ctzll(x);
@@ -132,6 +137,13 @@ static size_t dirty_scan(size_t i, size_t end, bool on) {
     i = (i & ~(size_t)63) + 64;
   }
   return end;
+}
+
+static void dirty_mark(size_t i, size_t n, bool on) {
+  bits_mark(dirty, i, n, on);
+}
+static size_t dirty_scan(size_t i, size_t end, bool on) {
+  return bits_scan(dirty, i, end, on);
 }
 
 /* The next range of slots that may hold data, [*s, *e), from *s on and
@@ -291,6 +303,16 @@ static span_t *claim(const shard_t *sh, size_t i, size_t n) {
   return sp;
 }
 
+/* RILL_COMMIT: slots i .. i + n - 1, about to hold a run, writable again
+ * where shard_purge decommitted them (zero, so not dirty). False if the
+ * kernel refused. */
+static bool run_recommit(size_t i, size_t n) {
+  if (!rill_opt.commit_demand || bits_scan(gone, i, i + n, true) == i + n) return true;
+  if (!arena_commit(i, n)) return false;
+  bits_mark(gone, i, n, false);
+  return true;
+}
+
 /* Under sh's lock: the lowest-addressed free run of at least n slots in the
  * smallest of sh's bins from b on that has one, split to n; NULL if none. */
 static span_t *fit(shard_t *sh, size_t n, unsigned b) {
@@ -301,7 +323,7 @@ static span_t *fit(shard_t *sh, size_t n, unsigned b) {
         b + 1 < BINS ? atomic_load_explicit(&sh->nonempty, RLX) & (~(uint64_t)0 << (b + 1)) : 0;
     if (up) sp = sh->bins[__builtin_ctzll(up)];
   }
-  if (!sp) return NULL;
+  if (!sp || !run_recommit(span_index(sp), n)) return NULL;
   unlink_run(sh, sp);
   size_t i = span_index(sp), m = sp->nslots;
   if (m > n) file_run(sh, cut(sp, n, sp->stamp), m - n); /* the rest stays free */
@@ -452,7 +474,8 @@ bool run_resize(span_t *sp, size_t n) {
   } else {
     size_t j = i + m;
     span_t *r = j < arena_bound_slots() && head_get(j) == j ? span_of_index(j) : NULL;
-    if (r && shard_mark(r) == sh->id && r->run_free && m + r->nslots >= n) {
+    if (r && shard_mark(r) == sh->id && r->run_free && m + r->nslots >= n &&
+        run_recommit(j, i + n - j)) {
       unlink_run(sh, r);
       size_t rest = m + r->nslots - n;
       if (rest) file_run(sh, cut(sp, n, r->stamp), rest);
@@ -471,6 +494,35 @@ bool run_resize(span_t *sp, size_t n) {
   spin_unlock(&sh->lock);
   if (pages) pool_pages_arrived();
   return ok;
+}
+
+/* RILL_COMMIT: a purged free run of RUN_DECOMMIT_MIN slots or more gives
+ * its commit charge back too (the pool does the same for small spans: pool.c,
+ * "giving the commit charge back"); run_recommit takes it again for the
+ * slots cut from it. Each decommitted stretch can split the arena's mapping
+ * in two more: runs_purge counts them at the start of each pass and stops
+ * at RUN_HOLES_MAX. */
+#define RUN_DECOMMIT_MIN 32 /* slots: 512 KiB */
+#define RUN_HOLES_MAX    4096
+static _Atomic uint32_t run_holes;
+
+static void run_decommit(const span_t *sp) {
+  size_t i = span_index(sp), n = sp->nslots;
+  if (n < RUN_DECOMMIT_MIN || bits_scan(gone, i, i + n, false) == i + n) return;
+  if (atomic_load_explicit(&run_holes, RLX) >= RUN_HOLES_MAX || !arena_decommit(i, n)) return;
+  atomic_fetch_add_explicit(&run_holes, 1, RLX);
+  bits_mark(dirty, i, n, false); /* zero once writable again, even after MADV_FREE */
+  bits_mark(gone, i, n, true);
+}
+
+/* Stretches of decommitted slots now, below the bound. */
+static uint32_t holes_count(void) {
+  size_t end = arena_bound_slots(), n = 0;
+  for (size_t s = bits_scan(gone, 0, end, true); s < end; s = bits_scan(gone, s, end, true)) {
+    n++;
+    s = bits_scan(gone, s, end, false);
+  }
+  return (uint32_t)n;
 }
 
 /* Delayed purging of one shard's free runs: those freed at or before
@@ -512,6 +564,7 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left)
         if (whole && zero) dirty_mark(s, e - s, false);
       }
       if (all) sp->stamp = UINT32_MAX;
+      if (all && rill_opt.commit_demand) run_decommit(sp);
     }
     spin_lock(&sh->lock);
     for (unsigned k = 0; k < nd; k++) release(sh, due[k]);
@@ -529,6 +582,7 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left)
 size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
   size_t bytes = 0;
   *left = 0;
+  if (rill_opt.commit_demand) atomic_store_explicit(&run_holes, holes_count(), RLX);
   for (unsigned k = 0; k < RUN_SHARDS; k++) {
     size_t l;
     bytes += shard_purge(&shards[k], cutoff, lazy, &l);

@@ -238,8 +238,10 @@ for v in "${TSAN_BUILT[@]}"; do
       --mode random,prodcons,churn,fork --threads 1,4 --ops $TS_OPS --items $TS_ITEMS \
       --churn $TS_CHURN --forks $TS_FORKS --fork-threads 2
     # commit on demand: covers, chunk and wilderness commits and heap records committed as
-    # threads arrive, racing with every span change and with fork
-    RILL_COMMIT=demand tsan_run tsan_commit 0 --mode random,prodcons,churn,fork \
+    # threads arrive, and pooled spans decommitted by the purger's passes and committed again
+    # as they are taken, racing with every span change and with fork
+    RILL_COMMIT=demand RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=5 \
+      tsan_run tsan_commit 0 --mode random,prodcons,churn,fork \
       --threads 1,4,16 --ops $TS_OPS --items $TS_ITEMS --churn $TS_CHURN --forks $TS_FORKS \
       --fork-threads 2
   else

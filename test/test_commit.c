@@ -85,6 +85,67 @@ static void *churn_one(void *arg) {
   return NULL;
 }
 
+static size_t mappings(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) DIE("cannot open /proc/self/maps");
+  size_t n = 0;
+  for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+/* Freed memory gives its commit back once collected: 384 MiB of blocks of one size, written,
+ * freed and collected, must leave under 64 MiB more writable than before them and the memory
+ * map about as long; the same blocks again must work (written and read back, calloc'd ones
+ * zero), and give it back again. 1 KiB blocks live in the pool's spans, 300 KiB and 8 MiB
+ * ones in runs. */
+#define GB_BYTES (384 * MiB)
+static void give_back_round(char **b, size_t size, unsigned round) {
+  size_t n = GB_BYTES / size, step = size < 4096 ? 1 : 4096;
+  rill_collect(true);
+  size_t w0 = writable_bytes(0, NULL), m0 = mappings();
+  for (size_t i = 0; i < n; i++) {
+    bool zeroed = (i & 7) == 0;
+    b[i] = zeroed ? calloc(1, size) : malloc(size);
+    CHECK(b[i] != NULL, "%zu-byte blocks, round %u: block %zu", size, round, i);
+    if (!b[i]) DIE("out of memory");
+    if (zeroed) {
+      size_t nz = 0;
+      for (size_t k = 0; k < size; k += step) nz += b[i][k] != 0;
+      nz += b[i][size - 1] != 0;
+      if (nz) CHECK(0, "%zu-byte blocks, round %u: calloc'd block %zu not zero", size, round, i);
+    }
+    memset(b[i], (int)(i * 31 + round), size);
+  }
+  size_t w1 = writable_bytes(0, NULL);
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = (char)(i * 31 + round);
+    bad += b[i][0] != c || b[i][size / 2] != c || b[i][size - 1] != c;
+    free(b[i]);
+  }
+  CHECK(bad == 0, "%zu-byte blocks, round %u: %zu blocks lost their contents", size, round, bad);
+  rill_collect(true);
+  size_t w2 = writable_bytes(0, NULL), m2 = mappings();
+  CHECK(w1 >= w0 + 300 * MiB, "%zu-byte blocks, round %u: 384 MiB made only %zu MiB writable", size,
+        round, (w1 - w0) / MiB);
+  CHECK(w2 < w0 + 64 * MiB,
+        "%zu-byte blocks, round %u: %zu MiB writable after freeing and collecting, %zu with the "
+        "blocks, %zu before",
+        size, round, w2 / MiB, w1 / MiB, w0 / MiB);
+  CHECK(m2 < m0 + 64, "%zu-byte blocks, round %u: the memory map grew from %zu to %zu mappings",
+        size, round, m0, m2);
+}
+
+static void give_back_checks(void) {
+  static const size_t sizes[] = {1024, 300 * 1024, 8 * MiB};
+  char **b = malloc(GB_BYTES / sizes[0] * sizeof *b);
+  if (!b) DIE("malloc");
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+    for (unsigned round = 0; round < 2; round++) give_back_round(b, sizes[k], round);
+  free(b);
+}
+
 static int run_checks(void) {
   char perm[8];
   void *first = malloc(64);
@@ -117,6 +178,8 @@ static int run_checks(void) {
         (size_t)(st.bytes_committed / MiB));
   CHECK(st.bytes_in_use < 16 * MiB, "%zu MiB still in use after every free",
         (size_t)(st.bytes_in_use / MiB));
+
+  give_back_checks();
 
   /* Thread churn: new heap records are committed 16 at a time. */
   for (unsigned round = 0; round < 8; round++) {
