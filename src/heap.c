@@ -739,7 +739,8 @@ static void large_free(span_t *sp, void *p, const char *fn) {
   do {
     if (XF_STATE(old) != ST_FLOATING) rill_invalid(fn, p);
   } while (!atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX));
-  run_put(sp); /* its pages go back after the purge delay */
+  run_put(sp);   /* its pages go back after the purge delay */
+  purger_poll(); /* a program whose only span-level frees are large ones */
 }
 
 /* Has the thread that took this span exited? Its heap record is closed, or

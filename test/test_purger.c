@@ -8,6 +8,8 @@
  *                          process has one thread, in the parent or in a
  *                          forked child; one, returning RSS, once a second
  *                          thread has allocated
+ *   test_purger --large    run with RILL_PURGE_THREAD=1: only large blocks,
+ *                          freed with no allocation after them
  *   test_purger --control  run with RILL_PURGE_THREAD=0 and a second thread:
  *                          RSS must stay up while idle, which shows the other
  *                          runs measure the purger, not chance */
@@ -203,6 +205,31 @@ static int run_auto(size_t base, size_t bytes) {
   return t_finish("test_purger --auto");
 }
 
+/* Large objects alone: the first frees that give memory back are of large runs, and no
+ * allocation follows them. The purger must start from such a free too (it started only at
+ * the next allocation slow path, so this program kept the 128 MiB while it idled). */
+static int run_large(size_t base, size_t bytes) {
+  enum { N = 16 };
+  static char *b[N];
+  size_t each = bytes / N;
+  for (unsigned i = 0; i < N; i++) {
+    b[i] = keep(malloc(each));
+    if (!b[i]) DIE("malloc(%zu) failed", each);
+    memset(b[i], 0x5a, each);
+  }
+  for (unsigned i = 0; i < N; i++) free(b[i]);
+  size_t after_free = rss_raw(), limit = base + bytes / 8 + shadow_of(bytes);
+  size_t end = idle_until_below(limit, 6000);
+  printf("large: RSS %zu MiB at start, %zu MiB right after freeing %zu MiB of %zu MiB blocks, "
+         "%zu MiB after idling\n",
+         base / MiB, after_free / MiB, bytes / MiB, each / MiB, end / MiB);
+  CHECK(end < limit, "large: idle RSS stayed at %zu MiB after %zu MiB of large blocks were freed",
+        end / MiB, bytes / MiB);
+  bool blocked;
+  CHECK(purger_threads(&blocked) == 1, "large: expected one rill-purger thread");
+  return t_finish("test_purger --large");
+}
+
 int main(int argc, char **argv) {
   bool control = argc > 1 && strcmp(argv[1], "--control") == 0;
   bool autom = argc > 1 && strcmp(argv[1], "--auto") == 0;
@@ -213,6 +240,7 @@ int main(int argc, char **argv) {
   size_t base = rss_raw();
   CHECK(purger_threads(&blocked) == 0, "a purger thread runs before the pool held any pages");
   if (autom) return run_auto(base, bytes);
+  if (argc > 1 && strcmp(argv[1], "--large") == 0) return run_large(base, bytes);
 
   if (control) {
     second_thread(); /* RILL_PURGE_THREAD=0 holds even in a multithreaded process */
