@@ -194,7 +194,7 @@ static void batch_flush(batch_t *b, map_t *home) {
       if (span_start(sp) < ps || span_start(sp) + span_bytes(sp) > pe) continue; /* kept */
       /* relaxed atomic: rill_stats_get reads it from any thread */
       if (!b->lazy || !rill_opt.purge_free) __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED);
-      sp->stamp = UINT32_MAX; /* purged: nothing left to give back */
+      __atomic_store_n(&sp->stamp, UINT32_MAX, __ATOMIC_RELAXED); /* purged: nothing left */
     }
     i = j;
   }
@@ -224,6 +224,13 @@ typedef struct {
   size_t first, n;
 } piece_t;
 
+/* A pooled span with no pages left, not decommitted yet. `stamp` is read
+ * while its span may be taken and put back: relaxed atomics (pool_put). */
+static inline bool gone_candidate(const span_t *sp) {
+  return __atomic_load_n(&sp->stamp, __ATOMIC_RELAXED) == UINT32_MAX &&
+         !atomic_load_explicit(&sp->gone_n, RLX);
+}
+
 /* Decommits pieces [i, j) (contiguous, sorted) as one stretch. */
 static void decommit_stretch(piece_t *pc, unsigned i, unsigned j) {
   size_t a = pc[i].first, b = pc[j - 1].first + pc[j - 1].n;
@@ -245,10 +252,14 @@ static void decommit_word(size_t w) {
   uint64_t x[MAX_STRIPES][POOL_ORDERS];
   piece_t pc[64];
   unsigned np = 0, st = rill_arena.stripes;
-  size_t slots = 0;
+  size_t slots = 0; /* a first look, without taking: a word whose spans are out already, or
+                     * still hold pages, costs every pass a few loads, not 2 RMWs per map */
   for (unsigned s = 0; s < st; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++)
-      slots += (size_t)__builtin_popcountll(atomic_load_explicit(&maps[s][o].bits[w], RLX)) << o;
+      for (uint64_t m = atomic_load_explicit(&maps[s][o].bits[w], ACQ); m; m &= m - 1) {
+        const span_t *sp = span_of_index(w * 64 + (unsigned)__builtin_ctzll(m));
+        if (gone_candidate(sp)) slots += (size_t)1 << o;
+      }
   if (slots < DECOMMIT_MIN) return;
   for (unsigned s = 0; s < st; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++) {
@@ -256,9 +267,8 @@ static void decommit_word(size_t w) {
       for (uint64_t m = x[s][o]; m && np < 64; m &= m - 1) {
         size_t i = w * 64 + (unsigned)__builtin_ctzll(m);
         span_t *sp = span_of_index(i);
-        /* pages left, or out already: a stretch stops at it */
-        if (sp->stamp != UINT32_MAX || atomic_load_explicit(&sp->gone_n, RLX)) continue;
-        unsigned k = np++; /* insertion by address */
+        if (!gone_candidate(sp)) continue; /* a stretch stops at it */
+        unsigned k = np++;                 /* insertion by address */
         for (; k && pc[k - 1].first > i; k--) pc[k] = pc[k - 1];
         pc[k] = (piece_t){sp, i, (size_t)1 << o};
       }
@@ -511,7 +521,7 @@ void pool_put(span_t *sp) {
   }
   uint64_t now = os_now_ms();
   bool pages = !sp->fresh; /* read before the push: sp is anyone's after it */
-  sp->stamp = pages ? (uint32_t)now : UINT32_MAX;
+  __atomic_store_n(&sp->stamp, pages ? (uint32_t)now : UINT32_MAX, __ATOMIC_RELAXED);
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
