@@ -122,13 +122,19 @@ static unsigned opt_word(const char *name, const char *const *words, unsigned n,
 
 /* Strict overcommit (vm.overcommit_memory = 2) charges every writable
  * mapping in full, so RILL_COMMIT=auto then commits on demand (arena.c). */
-static bool overcommit_strict(void) {
-  int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char c = 0;
-  ssize_t n = read(fd, &c, 1);
+static long sysctl_num(const char *path, long dflt) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return dflt;
+  char buf[24];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
-  return n == 1 && c == '2';
+  if (n <= 0 || buf[0] < '0' || buf[0] > '9') return dflt;
+  long v = 0;
+  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) v = v * 10 + (buf[i] - '0');
+  return v;
+}
+static bool overcommit_strict(void) {
+  return sysctl_num("/proc/sys/vm/overcommit_memory", 0) == 2;
 }
 
 /* ---- thread exit and fork ----------------------------------------------- */
@@ -214,6 +220,9 @@ bool rill_init(void) {
                                       ": unrecognised value, accepted: auto, demand; "
                                       "using the default (auto)") == 1 ||
                              overcommit_strict();
+    /* each decommitted stretch can cost two mappings: stretches are kept to
+     * a quarter of the kernel's limit in mappings (pool.c, runs.c) */
+    rill_opt.gone_max = (uint32_t)(sysctl_num("/proc/sys/vm/max_map_count", 65530) / 8);
     ok = reserve();
     if (ok) span_module_init();
     if (ok) atomic_store_explicit(&rill_ready, 1, REL);

@@ -516,6 +516,7 @@ typedef struct options {
   bool hugepages;       /* RILL_HUGEPAGES=1 */
   uint32_t purge_delay; /* RILL_PURGE_DELAY_MS */
   bool commit_demand;   /* RILL_COMMIT: tables and arena writable only as they are used */
+  uint32_t gone_max;    /* RILL_COMMIT: decommitted stretches at once, from vm.max_map_count */
 } options_t;
 extern options_t rill_opt INTERNAL;
 extern int rill_stats_fd INTERNAL;

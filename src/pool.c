@@ -213,10 +213,12 @@ static void batch_flush(batch_t *b, map_t *home) {
  * again (pool_recommit): spans are reused lowest address first, so
  * stretches come back whole and the memory map keeps a mapping or two per
  * stretch, not one per span. Each stretch can split the arena's mapping
- * in two more, and a process may have 65530 by default: at most GONE_MAX
- * stretches are out at once (8 GiB of 1 MiB words). */
+ * in two more, and a process may have vm.max_map_count mappings (65530 by
+ * default): at most an eighth of that many stretches are out at once (8,191
+ * by default, up to 8 GiB), and the runs' half as many, so that a quarter
+ * of the limit at most goes to them. A commit that finds the limit reached
+ * fails, and malloc with it. */
 #define DECOMMIT_MIN 32 /* slots: 512 KiB */
-#define GONE_MAX     8192
 static _Atomic uint32_t gone_stretches;
 
 typedef struct {
@@ -234,7 +236,8 @@ static inline bool gone_candidate(const span_t *sp) {
 /* Decommits pieces [i, j) (contiguous, sorted) as one stretch. */
 static void decommit_stretch(piece_t *pc, unsigned i, unsigned j) {
   size_t a = pc[i].first, b = pc[j - 1].first + pc[j - 1].n;
-  if (b - a < DECOMMIT_MIN || atomic_load_explicit(&gone_stretches, RLX) >= GONE_MAX) return;
+  if (b - a < DECOMMIT_MIN || atomic_load_explicit(&gone_stretches, RLX) >= rill_opt.gone_max)
+    return;
   if (!arena_decommit(a, b - a)) return;
   for (unsigned k = i; k < j; k++) {
     span_t *sp = pc[k].sp;

@@ -501,15 +501,15 @@ bool run_resize(span_t *sp, size_t n) {
  * "giving the commit charge back"); run_recommit takes it again for the
  * slots cut from it. Each decommitted stretch can split the arena's mapping
  * in two more: runs_purge counts them at the start of each pass and stops
- * at RUN_HOLES_MAX. */
+ * at half the pool's bound (rill_opt.gone_max). */
 #define RUN_DECOMMIT_MIN 32 /* slots: 512 KiB */
-#define RUN_HOLES_MAX    4096
 static _Atomic uint32_t run_holes;
 
 static void run_decommit(const span_t *sp) {
   size_t i = span_index(sp), n = sp->nslots;
   if (n < RUN_DECOMMIT_MIN || bits_scan(gone, i, i + n, false) == i + n) return;
-  if (atomic_load_explicit(&run_holes, RLX) >= RUN_HOLES_MAX || !arena_decommit(i, n)) return;
+  if (atomic_load_explicit(&run_holes, RLX) >= rill_opt.gone_max / 2 || !arena_decommit(i, n))
+    return;
   atomic_fetch_add_explicit(&run_holes, 1, RLX);
   bits_mark(dirty, i, n, false); /* zero once writable again, even after MADV_FREE */
   bits_mark(gone, i, n, true);
