@@ -292,16 +292,18 @@ bool arena_commit(size_t first, size_t n) {
  * arena_commit makes it writable (and zero) again. The new mapping is
  * advised as arena_init advised the arena, so it merges with its
  * neighbours again once writable, and no transparent huge page fills it
- * unasked. False if the kernel refused (the memory map's limit): the range
- * is then as it was. */
+ * unasked. With RILL_HUGEPAGES=1 the arena's huge-page part is left alone:
+ * a stretch that covered part of a huge page would split it (timed purging
+ * never does). False if not done: that, or the kernel refused (the memory
+ * map's limit), and the range is then as it was. */
 bool arena_decommit(size_t first, size_t n) {
+  if (rill_opt.hugepages && (first + n) << SLOT_SHIFT > HUGE_START) return false;
   uintptr_t p = rill_arena.base + (first << SLOT_SHIFT);
   size_t len = n << SLOT_SHIFT;
   if (mmap((void *)p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
            0) == MAP_FAILED)
     return false;
-  bool huge = rill_opt.hugepages && first << SLOT_SHIFT >= HUGE_START;
-  madvise((void *)p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  madvise((void *)p, len, MADV_NOHUGEPAGE);
   return true;
 }
 
