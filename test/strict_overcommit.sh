@@ -8,7 +8,9 @@
 # 2. Four rill processes alive at once, each holding 16 MiB, raise the system's committed
 #    memory (Committed_AS) by under 512 MiB; reserving the arena writable charged over 8 GiB
 #    to the first of them, and the next could hardly start.
-# 3. Taking memory until the kernel refuses: malloc fails with ENOMEM, and works again
+# 3. Memory freed and trimmed leaves the charge: 512 MiB of small blocks, then of large ones,
+#    raise Committed_AS by under 128 MiB once freed and trimmed.
+# 4. Taking memory until the kernel refuses: malloc fails with ENOMEM, and works again
 #    after frees.
 set -u
 bin=$1
@@ -47,6 +49,9 @@ echo "ready: $n of 4; Committed_AS $before -> $during KiB (+$delta MiB)"
 if [ "$n" != 4 ]; then echo "FAIL: a holding process did not start"; cat "$tmp"/out*; fail=1; fi
 if [ "$delta" -ge 512 ]; then echo "FAIL: four small processes charged $delta MiB"; fail=1; fi
 rm -rf "$tmp"
+
+echo "--- purged memory leaves the charge"
+env -u RILL_COMMIT "$bin" --give-back || fail=1
 
 echo "--- until the kernel refuses"
 env -u RILL_COMMIT "$bin" --exhaust || fail=1

@@ -3,7 +3,7 @@
  * and made writable only as far as they are used, so the memory a strict kernel would charge
  * stays near what the program uses, while threads, large runs, huge blocks, thread churn and
  * fork all work across many commit steps. strict_overcommit.sh runs it under
- * vm.overcommit_memory = 2 as well (--hold, --exhaust). */
+ * vm.overcommit_memory = 2 as well (--hold, --give-back, --exhaust). */
 #include <pthread.h>
 #include <sys/wait.h>
 
@@ -225,6 +225,47 @@ static int hold(size_t mb) {
   return 0;
 }
 
+/* --give-back: under strict overcommit, 512 MiB of 1 KiB blocks and 512 MiB of 8 MiB blocks
+ * raise the system's committed memory (Committed_AS) by most of what they take, and once they
+ * are freed and malloc_trim(0) has run, by under 128 MiB: purged memory leaves the charge. */
+static long committed_kib(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) DIE("cannot open /proc/meminfo");
+  char line[256];
+  long v = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Committed_AS: %ld", &v) == 1) break;
+  fclose(f);
+  return v;
+}
+static int give_back_strict(void) {
+  static const size_t sizes[] = {1024, 8 * MiB};
+  char **b = malloc(512 * MiB / 1024 * sizeof *b);
+  if (!b) DIE("malloc");
+  for (size_t k = 0; k < 2; k++) {
+    size_t size = sizes[k], n = 512 * MiB / size;
+    long c0 = committed_kib();
+    for (size_t i = 0; i < n; i++) {
+      b[i] = malloc(size);
+      if (!b[i]) DIE("malloc(%zu) failed at block %zu", size, i);
+      memset(b[i], 7, size);
+    }
+    long c1 = committed_kib();
+    for (size_t i = 0; i < n; i++) free(b[i]);
+    T_trim();
+    long c2 = committed_kib();
+    printf("give-back: %zu-byte blocks: Committed_AS +%ld MiB with 512 MiB of them, +%ld MiB "
+           "after freeing and trimming\n",
+           size, (c1 - c0) / 1024, (c2 - c0) / 1024);
+    CHECK(c1 - c0 >= 400 * 1024, "%zu-byte blocks: 512 MiB charged only %ld MiB", size,
+          (c1 - c0) / 1024);
+    CHECK(c2 - c0 < 128 * 1024, "%zu-byte blocks: %ld MiB still charged after freeing and trimming",
+          size, (c2 - c0) / 1024);
+  }
+  free(b);
+  return 0;
+}
+
 /* --exhaust: under strict overcommit, takes 16 MiB blocks (barely touched) until the kernel
  * refuses to commit more; malloc must then fail with ENOMEM, not crash, and work again once
  * the blocks are freed. */
@@ -254,6 +295,10 @@ static int exhaust(void) {
 
 int main(int argc, char **argv) {
   if (argc > 2 && !strcmp(argv[1], "--hold")) return hold((size_t)atol(argv[2]));
+  if (argc > 1 && !strcmp(argv[1], "--give-back")) {
+    give_back_strict();
+    return t_finish("commit_give_back");
+  }
   if (argc > 1 && !strcmp(argv[1], "--exhaust")) {
     exhaust();
     return t_finish("commit_exhaust");
