@@ -120,8 +120,7 @@ static unsigned opt_word(const char *name, const char *const *words, unsigned n,
   return 0;
 }
 
-/* Strict overcommit (vm.overcommit_memory = 2) charges every writable
- * mapping in full, so RILL_COMMIT=auto then commits on demand (arena.c). */
+/* A number from /proc/sys, or dflt if it cannot be read. */
 static long sysctl_num(const char *path, long dflt) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return dflt;
@@ -133,6 +132,8 @@ static long sysctl_num(const char *path, long dflt) {
   for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) v = v * 10 + (buf[i] - '0');
   return v;
 }
+/* Strict overcommit (vm.overcommit_memory = 2) charges every writable
+ * mapping in full, so RILL_COMMIT=auto then commits on demand (arena.c). */
 static bool overcommit_strict(void) {
   return sysctl_num("/proc/sys/vm/overcommit_memory", 0) == 2;
 }

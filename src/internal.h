@@ -299,6 +299,9 @@ size_t arena_take(size_t n) INTERNAL;
 bool arena_extend(size_t end, size_t n) INTERNAL;
 bool arena_commit(size_t first, size_t n) INTERNAL;
 bool arena_decommit(size_t first, size_t n) INTERNAL;
+/* RILL_COMMIT: the fewest slots worth a decommit (512 KiB), for the pool's
+ * stretches and the runs' alike: each can cost the memory map two mappings. */
+#define DECOMMIT_MIN 32
 span_t *arena_span(size_t first, unsigned order) INTERNAL;
 void arena_fork_prepare(void) INTERNAL;
 void arena_fork_parent(void) INTERNAL;

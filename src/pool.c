@@ -218,8 +218,7 @@ static void batch_flush(batch_t *b, map_t *home) {
  * by default, up to 8 GiB), and the runs' half as many, so that a quarter
  * of the limit at most goes to them. A commit that finds the limit reached
  * fails, and malloc with it. */
-#define DECOMMIT_MIN 32 /* slots: 512 KiB */
-static _Atomic uint32_t gone_stretches;
+static uint32_t gone_stretches; /* under purge_lock, as every stretch is made and taken back */
 
 typedef struct {
   span_t *sp;
@@ -236,8 +235,7 @@ static inline bool gone_candidate(const span_t *sp) {
 /* Decommits pieces [i, j) (contiguous, sorted) as one stretch. */
 static void decommit_stretch(piece_t *pc, unsigned i, unsigned j) {
   size_t a = pc[i].first, b = pc[j - 1].first + pc[j - 1].n;
-  if (b - a < DECOMMIT_MIN || atomic_load_explicit(&gone_stretches, RLX) >= rill_opt.gone_max)
-    return;
+  if (b - a < DECOMMIT_MIN || gone_stretches >= rill_opt.gone_max) return;
   if (!arena_decommit(a, b - a)) return;
   for (unsigned k = i; k < j; k++) {
     span_t *sp = pc[k].sp;
@@ -246,7 +244,7 @@ static void decommit_stretch(piece_t *pc, unsigned i, unsigned j) {
     /* published by the maps' sequentially consistent put-back below */
     atomic_store_explicit(&sp->gone_n, (uint32_t)(b - a), RLX);
   }
-  atomic_fetch_add_explicit(&gone_stretches, 1, RLX);
+  gone_stretches++;
 }
 
 /* Map word w of every stripe and order: its spans out, the stretches among
@@ -316,7 +314,7 @@ static bool pool_recommit(span_t *sp) {
       atomic_store_explicit(&p->gone_n, 0, RLX);
       i += span_nslots(p);
     }
-    if (ok) atomic_fetch_sub_explicit(&gone_stretches, 1, RLX);
+    if (ok) gone_stretches--;
   }
   spin_unlock(&purge_lock);
   return ok;

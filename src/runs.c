@@ -496,21 +496,19 @@ bool run_resize(span_t *sp, size_t n) {
   return ok;
 }
 
-/* RILL_COMMIT: a purged free run of RUN_DECOMMIT_MIN slots or more gives
+/* RILL_COMMIT: a purged free run of DECOMMIT_MIN slots or more gives
  * its commit charge back too (the pool does the same for small spans: pool.c,
  * "giving the commit charge back"); run_recommit takes it again for the
  * slots cut from it. Each decommitted stretch can split the arena's mapping
  * in two more: runs_purge counts them at the start of each pass and stops
  * at half the pool's bound (rill_opt.gone_max). */
-#define RUN_DECOMMIT_MIN 32 /* slots: 512 KiB */
-static _Atomic uint32_t run_holes;
+static uint32_t run_holes; /* under the pool's purge lock: runs_purge runs within its pass */
 
 static void run_decommit(const span_t *sp) {
   size_t i = span_index(sp), n = sp->nslots;
-  if (n < RUN_DECOMMIT_MIN || bits_scan(gone, i, i + n, false) == i + n) return;
-  if (atomic_load_explicit(&run_holes, RLX) >= rill_opt.gone_max / 2 || !arena_decommit(i, n))
-    return;
-  atomic_fetch_add_explicit(&run_holes, 1, RLX);
+  if (n < DECOMMIT_MIN || bits_scan(gone, i, i + n, false) == i + n) return;
+  if (run_holes >= rill_opt.gone_max / 2 || !arena_decommit(i, n)) return;
+  run_holes++;
   bits_mark(dirty, i, n, false); /* zero once writable again, even after MADV_FREE */
   bits_mark(gone, i, n, true);
 }
@@ -582,7 +580,7 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left)
 size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
   size_t bytes = 0;
   *left = 0;
-  if (rill_opt.commit_demand) atomic_store_explicit(&run_holes, holes_count(), RLX);
+  if (rill_opt.commit_demand) run_holes = holes_count();
   for (unsigned k = 0; k < RUN_SHARDS; k++) {
     size_t l;
     bytes += shard_purge(&shards[k], cutoff, lazy, &l);
