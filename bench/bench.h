@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -318,6 +319,37 @@ static inline long bench_vm_hwm_kib(void) {
   }
   fclose(f);
   return kib;
+}
+
+/* The process's private writable mappings, KiB: what a kernel with strict
+ * overcommit (vm.overcommit_memory=2) charges it, touched or not. With
+ * `count`, the number of mappings instead. */
+static inline long bench_maps_kib(bool count) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) bench_die("cannot open /proc/self/maps");
+  char line[512];
+  unsigned long long sum = 0, n = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long lo, hi;
+    char perm[8];
+    n++;
+    if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perm) == 3 && perm[1] == 'w' && perm[3] == 'p')
+      sum += hi - lo;
+  }
+  fclose(f);
+  return (long)(count ? n : sum >> 10);
+}
+
+/* The system's committed memory (Committed_AS in /proc/meminfo), KiB. */
+static inline long bench_committed_kib(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) bench_die("cannot open /proc/meminfo");
+  char line[256];
+  long v = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Committed_AS: %ld", &v) == 1) break;
+  fclose(f);
+  return v;
 }
 
 static inline void bench_result_end(void) {

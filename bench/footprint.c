@@ -40,22 +40,6 @@ struct mem {
   long rss, priv, shared, writable;
 };
 
-/* KiB in private writable mappings (the commit charge under strict overcommit). */
-static long writable_kib(void) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  if (!f) bench_die("cannot open /proc/self/maps");
-  char line[512];
-  unsigned long long sum = 0;
-  while (fgets(line, sizeof line, f)) {
-    unsigned long long lo, hi;
-    char perm[8];
-    if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perm) == 3 && perm[1] == 'w' && perm[3] == 'p')
-      sum += hi - lo;
-  }
-  fclose(f);
-  return (long)(sum >> 10);
-}
-
 static struct mem measure(void) {
   char text[4096];
   FILE *f = fopen("/proc/self/smaps_rollup", "r");
@@ -64,7 +48,7 @@ static struct mem measure(void) {
   fclose(f);
   text[n] = '\0';
   struct mem m = {rollup_kib(text, "Rss:"), rollup_kib(text, "Private_Dirty:"),
-                  rollup_kib(text, "Shared_Clean:"), writable_kib()};
+                  rollup_kib(text, "Shared_Clean:"), bench_maps_kib(false)};
   if (m.rss < 0 || m.priv < 0 || m.shared < 0) bench_die("unexpected smaps_rollup format");
   return m;
 }
