@@ -65,9 +65,15 @@ static void *worker(void *arg) {
   }
   char *huge = malloc(40 * MiB);
   if (!huge) DIE("malloc(40 MiB) failed");
-  memset(huge, 1, 40 * MiB);
-  for (size_t i = 0; i < NSMALL; i++) free(small[i]);
+  pat_fill(huge, 40 * MiB, 9);
+  rng = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15u + 1; /* the sizes again */
+  for (size_t i = 0; i < NSMALL; i++) {
+    size_t n = 8 + rng_next(&rng) % 2040;
+    PAT_CHECK(small[i], n, pat_seed(small[i], n), "small block of %zu", n);
+    free(small[i]);
+  }
   free(small);
+  PAT_CHECK(huge, 40 * MiB, 9, "huge block");
   for (size_t i = 0; i < NBIG; i++) {
     PAT_CHECK(big[i], bign[i], pat_seed(big[i], bign[i]), "big block of %zu", bign[i]);
     free(big[i]);
