@@ -11,7 +11,10 @@
  * among its own thread's runs, and that a block realloc grows past 64 KiB
  * becomes a run that grows in place; with --tails, that blocks of a class over 4 KiB
  * fill their spans, so memory that blocks of one class wrote holds no
- * unused resident tail when another class takes it. Run with a long
+ * unused resident tail when another class takes it; with --aging (a short
+ * delay), that a free run which takes in a freshly freed neighbour again and
+ * again still gives back the pages that have been free a whole delay.
+ * Otherwise run with a long
  * RILL_PURGE_DELAY_MS (ctest sets it), so no timed purge empties a free run
  * in the middle of a check. */
 #include "rill_test.h"
@@ -19,6 +22,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <time.h>
 
 static char *xmalloc(size_t n) {
   char *p = T_malloc(n);
@@ -444,7 +448,59 @@ static void class_tails(void) {
   for (int i = 0; i < N24; i++) T_free(a[i]);
 }
 
+/* --aging, with RILL_PURGE_DELAY_MS=100: a 4 MiB block is freed, and the
+ * 512 KiB block beside it is freed and allocated again every millisecond for
+ * fifteen delays. Each free merges into the 4 MiB free run and makes its
+ * stamp new, and each malloc cuts the block from the run's low end again.
+ * With one stamp per run, the run was never due and its old 3.5 MiB stayed
+ * resident; slots free a whole delay must go back on the timed passes the
+ * loop's own mallocs and frees run. */
+static void old_parts_go_back(void) {
+  enum { BIG = 4 * 1024, SMALL = 512, STEP = 4096 }; /* KiB */
+  char *a = xmalloc(BIG * KiB), *b = xmalloc(SMALL * KiB), *guard = xmalloc(SMALL * KiB);
+  touch(a, BIG * KiB, 1);
+  touch(b, SMALL * KiB, 2);
+  touch(guard, SMALL * KiB, 3);
+  char *lo = a, *hi = b + SMALL * KiB;
+  struct rill_stats s0, s1;
+  rill_stats_get(&s0);
+  T_free(a);
+  long bad = 0, cycles = 0, inside = 0;
+  struct timespec t0, t, ms = {0, 1000000};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    for (size_t off = 0; off < SMALL * KiB; off += STEP) bad += b[off] != 2;
+    T_free(b);
+    b = xmalloc(SMALL * KiB);
+    touch(b, SMALL * KiB, 2);
+    inside += b >= lo && b < hi;
+    cycles++;
+    nanosleep(&ms, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1500);
+  rill_stats_get(&s1);
+  size_t res = resident_bytes(lo, (size_t)(hi - lo));
+  size_t live = b >= lo && b < hi ? SMALL * KiB : 0;
+  for (size_t off = 0; off < SMALL * KiB; off += STEP) bad += guard[off] != 3 || b[off] != 2;
+  printf("  %-38s %ld cycles; %zu KiB resident around the %zu KiB live, %llu KiB purged\n",
+         "old parts of a churned free run", cycles, (res - live) / KiB, live / KiB,
+         (unsigned long long)(s1.bytes_purged - s0.bytes_purged) / KiB);
+  CHECK(inside == cycles, "%ld of %ld blocks were not cut from the freed 4 MiB run",
+        cycles - inside, cycles);
+  CHECK(res - live <= 256 * KiB,
+        "%zu KiB of a free run stayed resident after 1.5 s of 100 ms delays: its old part was "
+        "never purged while a neighbour churned",
+        (res - live) / KiB);
+  CHECK(bad == 0, "%ld pages of live blocks lost their contents", bad);
+  T_free(b);
+  T_free(guard);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--aging")) {
+    old_parts_go_back();
+    return t_finish("test_runs --aging");
+  }
   if (argc > 1 && !strcmp(argv[1], "--shards")) {
     shards_share_free_runs();
     moved_blocks_stay_home();
