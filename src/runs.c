@@ -95,11 +95,12 @@ static _Atomic uint64_t *gone;
  * the slot's shard lock when its run is freed; a generation is emptied under
  * every shard's lock, see young_turn). A free run's one stamp is that of
  * its youngest part, so a run that took in a fresh neighbour every second
- * kept its old parts resident for good: thread churn's free runs (mleak)
- * grew from 1.5 to 2.7 MiB of resident memory in 1.5 s, with 48 KiB
- * purged. A slot dirty and in neither generation has been free a whole
- * delay, whatever its run's stamp says (scalloc §3.3: empty memory goes
- * back after a delay). All four tables in one reservation. */
+ * kept its old parts resident for good (a 4 MiB free run beside a 512 KiB
+ * block freed and allocated every millisecond: all 4 MiB resident, nothing
+ * purged; test_runs --aging). A slot dirty and in neither generation has
+ * been free a whole delay, whatever its run's stamp says (scalloc §3.3:
+ * empty memory goes back after a delay). All four tables in one
+ * reservation. */
 static _Atomic uint64_t *young[2];
 static unsigned young_cur;    /* the generation frees mark; under every shard lock */
 static uint32_t young_turned; /* ms of the last turn; under the pool's purge lock */
