@@ -640,7 +640,8 @@ size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
   size_t bytes = 0;
   *left = 0;
   if (rill_opt.commit_demand) run_holes = holes_count();
-  if (lazy) young_turn(cutoff + rill_opt.purge_delay);
+  /* with no delay every run with pages is due, and no slot needs its age */
+  if (lazy && rill_opt.purge_delay) young_turn(cutoff + rill_opt.purge_delay);
   for (unsigned k = 0; k < RUN_SHARDS; k++) {
     size_t l;
     bytes += shard_purge(&shards[k], cutoff, lazy, &l);
