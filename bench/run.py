@@ -273,6 +273,15 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
 
 
 HIGHER_IS_BETTER = {"ops_per_s"}
+# Memory-growth ratios (late RSS over earlier RSS) whose ideal is 1.00, no growth. A ratio
+# under 1.00 means the RSS fell from a higher level earlier in the run, which is not steadier
+# than staying flat, so cells are ranked by max(ratio, 1.00); the tables print the ratio itself.
+GROWTH_METRICS = {"rss_growth"}
+
+
+def rank_value(metric: str, v: float) -> float:
+    """The value a cell is ranked by against the other allocators."""
+    return max(v, 1.0) if metric in GROWTH_METRICS else v
 
 # ---------------------------------------------------------------------------
 # Running one program
@@ -671,7 +680,8 @@ def run_callgrind(h: Harness, allocs: list[Allocator], bench_dir: Path) -> dict:
         info["rows"][alloc.name] = {"ir_n1": irs[0], "ir_n2": irs[1], "per_pair": per}
         h.records.append({
             "benchmark": "lifo-callgrind", "program": "bench_lifo",
-            "params": {"n1": info["n1"], "n2": info["n2"]}, "x": None, "threads": 1,
+            "params": {"n1": info["n1"], "n2": info["n2"], "ir_n1": irs[0], "ir_n2": irs[1]},
+            "x": None, "threads": 1,
             "allocator": alloc.name, "metric": "instructions_per_pair", "value": per,
             "unit": "instructions", "ops": None, "live_peak_bytes": None, "fragmentation": None,
             "peak_rss_kib": None, "minor_faults": None, "major_faults": None, "user_s": None,
@@ -742,8 +752,9 @@ def relative(med: dict, allocs, keys) -> dict:
         cells = {a.name: med[(a.name, k)] for a in allocs if "value" in med[(a.name, k)]}
         if not cells:
             continue
-        higher = next(iter(cells.values()))["metric"] in HIGHER_IS_BETTER
-        vals = {n: c["value"] for n, c in cells.items() if c["value"] > 0}
+        metric = next(iter(cells.values()))["metric"]
+        higher = metric in HIGHER_IS_BETTER
+        vals = {n: rank_value(metric, c["value"]) for n, c in cells.items() if c["value"] > 0}
         if not vals:
             continue
         best = max(vals.values()) if higher else min(vals.values())
@@ -1013,10 +1024,11 @@ def targets_section(measured, allocs) -> list[str]:
                 continue
             col = f"{k}" if spec.kind == "sweep" else f"{k} thr"
             higher = r["metric"] in HIGHER_IS_BETTER
-            vals = {n: c["value"] for n, c in ps.items() if c["value"] > 0}
-            if vals and r["value"] > 0:
+            vals = {n: rank_value(r["metric"], c["value"]) for n, c in ps.items() if c["value"] > 0}
+            mine = rank_value(r["metric"], r["value"])
+            if vals and mine > 0:
                 best = max(vals, key=vals.get) if higher else min(vals, key=vals.get)
-                f = vals[best] / r["value"] if higher else r["value"] / vals[best]
+                f = vals[best] / mine if higher else mine / vals[best]
                 if spec.name in TIME_TARGETS and spec.kind == "threads" and k in (1, 2):
                     time_rows.append([spec.name, col, f"{f:.2f}x", best,
                                       "met" if f <= 1.0 else "not met"])
@@ -1100,8 +1112,10 @@ def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts,
         L.append("")
         at = (f" at {spec.threads[0]} thread(s), one run per {spec.xlabel}"
               if spec.kind == "sweep" else "")
+        growth = ("; 1.00 = no growth, and the factors in parentheses rank a ratio under 1.00 "
+                  "as 1.00" if first["metric"] in GROWTH_METRICS else "")
         L.append(f"`bench_{spec.program} {' '.join(spec.args)}`{at} - {first['metric']} "
-                 f"({better} is better); after {spec.paper}.")
+                 f"({better} is better{growth}); after {spec.paper}.")
         L.append("")
         head = ["allocator"] + [str(k) if spec.kind == "sweep" else f"{k} thr" for k in keys]
         if len(keys) > 1:
@@ -1197,7 +1211,8 @@ def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts,
             if "error" in r:
                 rows.append([al.name, "-", "-", "failed: " + r["error"]])
             else:
-                rows.append([al.name, str(r["ir_n1"]), str(r["ir_n2"]), f"{r['per_pair']:.1f}"])
+                rows.append([al.name, str(r.get("ir_n1", "-")), str(r.get("ir_n2", "-")),
+                             f"{r['per_pair']:.1f}"])
         L += md_table(["allocator", "Ir(N1)", "Ir(N2)", "instructions/pair"], rows)
     L.append("")
 
@@ -1462,6 +1477,9 @@ def parse_args(argv):
     p.add_argument("--require-rill", action="store_true",
                    help="fail (exit 3) if a requested rill library is missing")
     p.add_argument("--list", action="store_true", help="list benchmarks and allocators, then exit")
+    p.add_argument("--report", type=Path, metavar="DIR",
+                   help="run nothing: rewrite DIR/summary.md and the charts from DIR/results.json "
+                   "(give --full for a full run's results)")
     a = p.parse_args(argv)
     full = a.mode == "full"
     if a.soak is not None and not 0 < a.soak <= 30 * 24 * 3600:
@@ -1490,12 +1508,57 @@ def parse_args(argv):
     return a
 
 
+def report_again(a, h: Harness, found: dict) -> int:
+    """--report DIR: the summary and charts of an earlier run, from its results.json and
+    machine.json, with this version of the report code."""
+    d = a.report
+    try:
+        h.records = json.loads((d / "results.json").read_text())
+        info = json.loads((d / "machine.json").read_text())
+    except (OSError, ValueError) as e:
+        print(f"error: --report {d}: {e}", file=sys.stderr)
+        return 2
+    names = {r["allocator"] for r in h.records}
+    allocs = [found[n] for n in KNOWN_ALLOCATORS if n in names]
+    for al in allocs:
+        if al.lib is None and al.kind != "system":
+            al.lib = Path(al.name)  # the report only prints the library's name
+    benches = {r["benchmark"] for r in h.records}
+    threads = sorted({r["threads"] for r in h.records if r.get("threads")
+                      and r["benchmark"] != "lifo-callgrind"})
+    sweep_threads = max(1, min(info.get("cpus") or 1, max(threads or [1])))
+    specs = [s for s in suite(a.mode, sweep_threads) if s.name in benches]
+    reps = [r["repetition"] for r in h.records if r["benchmark"] not in
+            ("soak", "mstress", "mleak", "idle", "churn", "lifo-callgrind")]
+    a.reps = max(reps) + 1 if reps else 1
+    a.thread_counts = [t for t in a.thread_counts if t in threads] or threads
+    cg = {"note": "", "rows": {}, "n1": 0, "n2": 0}
+    for r in h.records:
+        if r["benchmark"] == "lifo-callgrind" and r["status"] == "ok":
+            cg["n1"], cg["n2"] = r["params"]["n1"], r["params"]["n2"]
+            cg["rows"][r["allocator"]] = {"per_pair": r["value"], **{
+                k: r["params"][k] for k in ("ir_n1", "ir_n2") if k in r["params"]}}
+    if not cg["rows"]:
+        cg["note"] = "no instruction counts in these results"
+    if a.no_charts:
+        charts, chart_note = [], "Charts skipped (--no-charts)."
+    else:
+        charts, chart_note = make_charts(d, h, specs, allocs, a.thread_counts)
+    text = write_summary(d / "summary.md", h, specs, allocs, [], a.thread_counts, info, cg,
+                         charts, chart_note)
+    print(text)
+    print(f"rewrote {rel(d / 'summary.md')}")
+    return 0
+
+
 def main(argv=None) -> int:
     a = parse_args(argv if argv is not None else sys.argv[1:])
     h = Harness(a, a.bench_dir / "bench_launch")
     sweep_threads = max(1, min(os.cpu_count() or 1, max(a.thread_counts)))
     specs = all_specs = suite(a.mode, sweep_threads)
     found = discover_allocators(a.build_dir)
+    if a.report:
+        return report_again(a, h, found)
     if a.no_rill:
         for al in found.values():
             if al.kind == "rill":
