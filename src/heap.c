@@ -591,8 +591,8 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   /* once per timed purge pass, pool what lost the eager-return race, so it
    * is purged on the same delay as the rest (heap_sweep) */
   uint64_t e = pool_epoch();
-  if (unlikely(e != h->swept)) {
-    h->swept = e;
+  if (unlikely(e != atomic_load_explicit(&h->swept, RLX))) {
+    atomic_store_explicit(&h->swept, e, RLX);
     heap_sweep(h);
     uint64_t b = atomic_load_explicit(&stash_beat, RLX);
     if (b != e && atomic_compare_exchange_strong_explicit(&stash_beat, &b, e, RLX, RLX))
@@ -724,6 +724,11 @@ heap_t *heap_new_variant(void) {
  * two sees the other (a store-buffering pattern; the fence is paid once per
  * span, not per free). */
 void heap_span_emptied(span_t *sp) {
+#ifdef RILL_TEST_MISS_EAGER
+  /* test builds only (test_eager --missed): every owner free that empties a
+   * listed span loses the race above, as if a remote free had raced it */
+  return;
+#endif
   uint32_t used = used_get(sp);
   uint64_t x = atomic_load_explicit(&sp->xf, RLX);
   if (XF_COUNT(x) != used) {
@@ -889,7 +894,9 @@ static size_t heap_sweep(heap_t *h) {
     while (sp) {
       span_t *next = sp->next;
       uint64_t x = atomic_load_explicit(&sp->xf, ACQ);
-      if (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used_get(sp) &&
+      /* acquire: pairs with the release of the owner's last free (used_dec),
+       * whose accesses to the span must come before the pool's reuse of it */
+      if (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == __atomic_load_n(&sp->used, __ATOMIC_ACQUIRE) &&
           atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
         list_unlink(h, sp);
         dbg_event(sp, EV_SWEEP);
@@ -904,13 +911,23 @@ static size_t heap_sweep(heap_t *h) {
   return pool_all(got) + pool_all(stashed);
 }
 
-/* rill_collect: every heap's lists and the orphanage. Returns spans pooled. */
-size_t heap_sweep_all(void) {
+/* rill_collect: every heap's lists and the orphanage. Returns spans pooled.
+ * The purger's passes (idle_only) skip the heaps whose owners swept on this
+ * beat: an owner sweeps its own lists at its first span change of a beat,
+ * but a thread that sits idle, or allocates from its hot spans only, may
+ * not change span again, and a span that lost the eager-return race would
+ * stay on its list, resident, for good. */
+size_t heap_sweep_all(bool idle_only) {
+  uint64_t e = pool_epoch();
   size_t n = heap_sweep(&orphanage);
   uint32_t top = heap_count();
   if (top > max_heaps) top = max_heaps;
-  for (uint32_t i = 0; i < top; i++)
-    if (atomic_load_explicit(&heaps[i].live, ACQ)) n += heap_sweep(&heaps[i]);
+  for (uint32_t i = 0; i < top; i++) {
+    heap_t *h = &heaps[i];
+    if (!atomic_load_explicit(&h->live, ACQ)) continue;
+    if (idle_only && atomic_load_explicit(&h->swept, RLX) == e) continue;
+    n += heap_sweep(h);
+  }
   return n;
 }
 

@@ -445,7 +445,8 @@ typedef struct heap {
                                           * remote frees that list or claim a span take it */
   bool closed;                           /* the owner has exited: spans handed back are orphaned */
   uint32_t id;
-  uint64_t swept;             /* pool_epoch() at this heap's last sweep of its lists */
+  _Atomic uint64_t swept;     /* pool_epoch() at the owner's last sweep of its lists (the
+                               * purger reads it: heap_sweep_all) */
   uint64_t warm;              /* bit per class: this thread has had a span of the class
                                * (its next spans are carved in full steps at once) */
   chunk_t chunk;              /* fresh address space for small spans; kept when the heap
@@ -491,7 +492,7 @@ void heap_thread_done(heap_t *h) INTERNAL;
 void heap_collect(heap_t *h) INTERNAL;
 void heap_stashes_flush(void) INTERNAL;
 bool heap_stashed(void) INTERNAL;
-size_t heap_sweep_all(void) INTERNAL;
+size_t heap_sweep_all(bool idle_only) INTERNAL;
 heap_t *heap_at(uint32_t id) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;

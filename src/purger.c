@@ -23,6 +23,7 @@ static void *purger_main(void *arg) {
     pool_wait_pages();
     os_sleep_ms(step);
     heap_stashes_flush(); /* heaps' stashes to the pool, so the pass sees them */
+    heap_sweep_all(true); /* and what idle owners' lists hold empty */
     /* a pass leaves the spans too young to go; when none are left, settle.
      * A stash pushed meanwhile either sees the flag down (and raises it) or
      * is seen here: settle's fence and the pusher's pair up. */

@@ -7,9 +7,11 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -109,6 +111,43 @@ static inline int t_finish(const char *name) {
   }
   printf("%s: all checks passed\n", name);
   return 0;
+}
+
+/* ---- threads ----------------------------------------------------------------------- */
+
+/* Threads named rill-purger, and whether each blocks every signal. */
+static inline int t_purger_threads(bool *all_blocked) {
+  int count = 0;
+  *all_blocked = true;
+  DIR *d = opendir("/proc/self/task");
+  if (!d) DIE("cannot list /proc/self/task");
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    bool is = fgets(line, sizeof line, f) && strncmp(line, "rill-purger", 11) == 0;
+    fclose(f);
+    if (!is) continue;
+    count++;
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+    f = fopen(path, "r");
+    if (!f) continue;
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "SigBlk:", 7) == 0) {
+        /* signals a program might direct at itself all stay blocked here */
+        unsigned long long m = strtoull(line + 7, NULL, 16);
+        const int sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGUSR1, SIGUSR2,     SIGPIPE,
+                            SIGALRM, SIGTERM, SIGCHLD, SIGPROF, SIGRTMIN + 1};
+        for (unsigned i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+          if (!(m & (1ull << (sigs[i] - 1)))) *all_blocked = false;
+      }
+    fclose(f);
+  }
+  closedir(d);
+  return count;
 }
 
 /* ---- patterns ---------------------------------------------------------------------- */

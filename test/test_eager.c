@@ -5,6 +5,7 @@
  * remote frees over many spans and checks no empty span is left behind, and
  * that a span orphaned by an exited thread goes back at its last free too. */
 #include <pthread.h>
+#include <time.h>
 
 #include "rill_test.h"
 
@@ -79,16 +80,19 @@ static void *owner(void *arg) {
  * docs/design.md, "Eager return"). Such a span is not pooled at once but
  * stays, empty and reusable, on its owner's list; rill_collect from any
  * thread finds it (here the remote thread's, while the owner waits). This
- * asserts that guarantee, and counts the misses. */
+ * asserts that guarantee, and counts the misses. With --purger nobody
+ * collects: the owner sits idle, never changing span again, and the purger
+ * thread's passes must find the span (heap_sweep_all). */
 #define RACE_SPANS 24
-static unsigned race_missed, race_rounds;
+static unsigned race_missed, race_rounds, race_wait_ms;
+static bool by_purger;
 static void *race_remote(void *arg) {
   (void)arg;
   pthread_barrier_wait(&bar);
   for (size_t i = 1; i < nobj; i += 2) rill_free(objs[i]);
   pthread_barrier_wait(&bar);
   pthread_barrier_wait(&bar); /* the owner has counted the misses */
-  rill_collect(false);
+  if (!by_purger) rill_collect(false);
   pthread_barrier_wait(&bar); /* the owner exits only after this, so nothing is orphaned */
   return NULL;
 }
@@ -109,10 +113,16 @@ static void *race_owner(void *arg) {
   pthread_barrier_wait(&bar);
   pthread_barrier_wait(&bar); /* the other thread's rill_collect ran */
   s = snap();
+  /* idle: no allocation, so no span change that would sweep this heap's lists */
+  for (unsigned ms = 0; by_purger && s.spans_reusable && ms < 10000; ms++, race_wait_ms++) {
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+    s = snap();
+  }
   CHECK(s.spans_reusable == 0 && s.spans_floating == 0,
         "size %zu: %llu reusable and %llu floating spans left after every block was freed and "
-        "another thread collected",
-        size, (unsigned long long)s.spans_reusable, (unsigned long long)s.spans_floating);
+        "%s",
+        size, (unsigned long long)s.spans_reusable, (unsigned long long)s.spans_floating,
+        by_purger ? "the owner waited 10 s for the purger" : "another thread collected");
   return NULL;
 }
 
@@ -148,10 +158,100 @@ static void orphan_case(void) {
   free(objs);
 }
 
-int main(void) {
-  orphan_case();
+/* ---- missed: spans that lost the race, while their owner sits idle ------ */
+/* Linked with a build whose owner frees lose every eager-return race
+ * (RILL_TEST_MISS_EAGER), the owner empties MISSED spans by its own frees and
+ * then sits idle: the spans stay listed, empty. A remote thread empties one
+ * more span meanwhile, which goes to the pool as usual and so wakes the
+ * purger. With the purger (--missed) its passes must pool the idle owner's
+ * spans; without it (--missed-control, RILL_PURGE_THREAD=0) they stay until
+ * the owner changes span again, which shows what pooled them. */
+#define MISSED 8
+static void *missed_remote(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&bar);
+  free_range(MISSED * cap, (MISSED + 1) * cap); /* a floating span, emptied remotely */
+  pthread_barrier_wait(&bar);
+  return NULL;
+}
+
+static void *missed_owner(void *arg) {
+  (void)arg;
+  fill(); /* spans 0..MISSED full and floating, the last block's span hot */
+  free_range(0, MISSED * cap);
+  struct rill_stats s = snap();
+  if (s.spans_reusable < MISSED)
+    DIE("--missed: only %llu listed spans after the owner emptied %d: is this the "
+        "RILL_TEST_MISS_EAGER build?",
+        (unsigned long long)s.spans_reusable, MISSED);
+  pthread_barrier_wait(&bar);
+  pthread_barrier_wait(&bar); /* the remote thread pooled its span */
+  unsigned waited = 0;        /* idle: no allocation, so no span change */
+  for (unsigned limit = by_purger ? 10000 : 1000; s.spans_reusable && waited < limit; waited++) {
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+    s = snap();
+  }
+  if (by_purger) {
+    CHECK(s.spans_reusable == 0,
+          "--missed: %llu of %d empty listed spans still listed after "
+          "their owner sat idle %u ms with the purger running",
+          (unsigned long long)s.spans_reusable, MISSED, waited);
+    if (!s.spans_reusable)
+      printf("missed: the purger pooled an idle owner's %d empty listed spans within %u ms\n",
+             MISSED, waited);
+  } else {
+    CHECK(s.spans_reusable >= MISSED,
+          "--missed-control: the empty listed spans went without "
+          "a purger (%llu left): the test does not show what pools them",
+          (unsigned long long)s.spans_reusable);
+    printf("missed-control: %llu listed spans after %u ms idle without a purger\n",
+           (unsigned long long)s.spans_reusable, waited);
+  }
+  return NULL;
+}
+
+static void missed_case(void) {
+  size = 256;
+  cap = T_SPAN_BYTES(size) / size;
+  nobj = (MISSED + 1) * cap + 1;
+  objs = calloc(nobj, sizeof *objs);
+  pthread_barrier_init(&bar, NULL, 2);
+  pthread_t a, b;
+  pthread_create(&b, NULL, missed_remote, NULL);
+  pthread_create(&a, NULL, missed_owner, NULL);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  pthread_barrier_destroy(&bar);
+  free(objs);
+}
+
+/* --purger: the purger thread is started from this thread, which stays, so
+ * what pthread_create allocates for it does not sit on a race thread's span,
+ * listed on the orphanage once that thread exits. It starts at a slow path
+ * once the pool holds pages. */
+static void start_purger(void) {
+  bool blocked;
+  for (size_t i = 0; i < 100 && t_purger_threads(&blocked) == 0; i++) {
+    void *p[512];
+    for (int k = 0; k < 512; k++) p[k] = rill_malloc(256);
+    for (int k = 0; k < 512; k++) rill_free(p[k]);
+    rill_collect(false);                   /* the emptied spans go to the pool */
+    rill_free(rill_malloc(2000 + i * 64)); /* a class's first malloc: a slow path */
+  }
+  if (t_purger_threads(&blocked) != 1) DIE("--purger: no purger thread (RILL_PURGE_THREAD=1?)");
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "";
+  by_purger = strcmp(mode, "--purger") == 0 || strcmp(mode, "--missed") == 0;
+  if (by_purger) start_purger();
+  if (strncmp(mode, "--missed", 8) == 0) {
+    missed_case();
+    return t_finish("test_eager");
+  }
+  if (!by_purger) orphan_case();
   size_t sizes[] = {48, 1024, 4096};
-  for (int t = 0; t < 3; t++) {
+  for (int t = 0; t < (by_purger ? 0 : 3); t++) {
     size = sizes[t];
     cap = T_SPAN_BYTES(size) / size;
     nobj = 3 * cap - cap / 2;
@@ -181,8 +281,8 @@ int main(void) {
     free(objs);
     if (atomic_load(&t_failures)) break;
   }
-  printf("race: %u of %u emptied listed spans missed eager return (another thread's "
-         "collect pooled them)\n",
-         race_missed, race_rounds * RACE_SPANS);
+  printf("race: %u of %u emptied listed spans missed eager return (%s pooled them)\n", race_missed,
+         race_rounds * RACE_SPANS, by_purger ? "the purger thread" : "another thread's collect");
+  if (by_purger) printf("race: the idle owners waited %u ms in all for the purger\n", race_wait_ms);
   return t_finish("test_eager");
 }

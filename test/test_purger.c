@@ -42,41 +42,6 @@ static void sleep_ms(unsigned ms) {
   }
 }
 
-/* Threads named rill-purger, and whether each blocks every signal. */
-static int purger_threads(bool *all_blocked) {
-  int count = 0;
-  *all_blocked = true;
-  DIR *d = opendir("/proc/self/task");
-  if (!d) DIE("cannot list /proc/self/task");
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char path[300], line[256];
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    bool is = fgets(line, sizeof line, f) && strncmp(line, "rill-purger", 11) == 0;
-    fclose(f);
-    if (!is) continue;
-    count++;
-    snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
-    f = fopen(path, "r");
-    if (!f) continue;
-    while (fgets(line, sizeof line, f))
-      if (strncmp(line, "SigBlk:", 7) == 0) {
-        /* signals a program might direct at itself all stay blocked here */
-        unsigned long long m = strtoull(line + 7, NULL, 16);
-        const int sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGUSR1, SIGUSR2,     SIGPIPE,
-                            SIGALRM, SIGTERM, SIGCHLD, SIGPROF, SIGRTMIN + 1};
-        for (unsigned i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-          if (!(m & (1ull << (sigs[i] - 1)))) *all_blocked = false;
-      }
-    fclose(f);
-  }
-  closedir(d);
-  return count;
-}
-
 struct node {
   struct node *next;
 };
@@ -150,7 +115,7 @@ static void check_single_keeps(const char *who, size_t base, size_t bytes) {
   size_t end = idle_until_below(base + bytes / 8, 1500);
   printf("%s: RSS %zu MiB at start, %zu MiB after 1.5 s idle with one thread\n", who, base / MiB,
          end / MiB);
-  CHECK(purger_threads(&blocked) == 0, "%s: a purger thread runs in a single-threaded process",
+  CHECK(t_purger_threads(&blocked) == 0, "%s: a purger thread runs in a single-threaded process",
         who);
   CHECK(end >= base + bytes / 2, "%s: single-threaded idle RSS fell to %zu MiB with no purger", who,
         end / MiB);
@@ -181,7 +146,7 @@ static void auto_child(size_t bytes) {
   rill_collect(true);
   second_thread();
   check_idle_return("auto, forked child after a second thread", cbase, bytes / 2);
-  CHECK(purger_threads(&blocked) == 1, "auto: the forked child has no purger thread");
+  CHECK(t_purger_threads(&blocked) == 1, "auto: the forked child has no purger thread");
 }
 
 /* RILL_PURGE_THREAD=1, in a child: a purger of its own at once. */
@@ -189,7 +154,7 @@ static void parent_child(size_t bytes) {
   bool blocked;
   size_t cbase = rss_raw();
   check_idle_return("forked child", cbase, bytes / 2);
-  CHECK(purger_threads(&blocked) == 1, "the forked child has no purger thread");
+  CHECK(t_purger_threads(&blocked) == 1, "the forked child has no purger thread");
 }
 
 static int run_auto(size_t base, size_t bytes) {
@@ -198,7 +163,7 @@ static int run_auto(size_t base, size_t bytes) {
   rill_collect(true); /* back to the start for the next phase */
   second_thread();
   check_idle_return("auto, after a second thread", base, bytes);
-  CHECK(purger_threads(&blocked) == 1, "auto: expected one rill-purger thread");
+  CHECK(t_purger_threads(&blocked) == 1, "auto: expected one rill-purger thread");
   CHECK(blocked, "the purger thread does not block every signal");
 
   run_forked(auto_child, bytes);
@@ -226,7 +191,7 @@ static int run_large(size_t base, size_t bytes) {
   CHECK(end < limit, "large: idle RSS stayed at %zu MiB after %zu MiB of large blocks were freed",
         end / MiB, bytes / MiB);
   bool blocked;
-  CHECK(purger_threads(&blocked) == 1, "large: expected one rill-purger thread");
+  CHECK(t_purger_threads(&blocked) == 1, "large: expected one rill-purger thread");
   return t_finish("test_purger --large");
 }
 
@@ -238,7 +203,7 @@ int main(int argc, char **argv) {
 
   free(keep(malloc(64))); /* rill is up; nothing pooled yet */
   size_t base = rss_raw();
-  CHECK(purger_threads(&blocked) == 0, "a purger thread runs before the pool held any pages");
+  CHECK(t_purger_threads(&blocked) == 0, "a purger thread runs before the pool held any pages");
   if (autom) return run_auto(base, bytes);
   if (argc > 1 && strcmp(argv[1], "--large") == 0) return run_large(base, bytes);
 
@@ -251,12 +216,12 @@ int main(int argc, char **argv) {
     CHECK(end >= base + bytes / 2,
           "with RILL_PURGE_THREAD=0 idle RSS fell to %zu MiB: the purger run proves nothing",
           end / MiB);
-    CHECK(purger_threads(&blocked) == 0, "a purger thread runs with RILL_PURGE_THREAD=0");
+    CHECK(t_purger_threads(&blocked) == 0, "a purger thread runs with RILL_PURGE_THREAD=0");
     return t_finish("test_purger --control");
   }
 
   check_idle_return("parent", base, bytes);
-  CHECK(purger_threads(&blocked) == 1, "expected one rill-purger thread");
+  CHECK(t_purger_threads(&blocked) == 1, "expected one rill-purger thread");
   CHECK(blocked, "the purger thread does not block every signal");
 
   /* a second burst after the purger went back to sleep is purged too */
