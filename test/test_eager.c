@@ -31,6 +31,20 @@ static void fill(void) {
   }
 }
 
+/* Runs two threads over objs[0..nobj) (size and cap set by the caller), first
+ * started first, with a fresh two-party barrier. */
+static void run_two(void *(*first)(void *), void *(*second)(void *)) {
+  objs = calloc(nobj, sizeof *objs);
+  pthread_barrier_init(&bar, NULL, 2);
+  pthread_t a, b;
+  pthread_create(&a, NULL, first, NULL);
+  pthread_create(&b, NULL, second, NULL);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  pthread_barrier_destroy(&bar);
+  free(objs);
+}
+
 static void free_range(size_t from, size_t to) {
   for (size_t i = from; i < to; i++) rill_free(objs[i]);
 }
@@ -214,15 +228,7 @@ static void missed_case(void) {
   size = 256;
   cap = T_SPAN_BYTES(size) / size;
   nobj = (MISSED + 1) * cap + 1;
-  objs = calloc(nobj, sizeof *objs);
-  pthread_barrier_init(&bar, NULL, 2);
-  pthread_t a, b;
-  pthread_create(&b, NULL, missed_remote, NULL);
-  pthread_create(&a, NULL, missed_owner, NULL);
-  pthread_join(a, NULL);
-  pthread_join(b, NULL);
-  pthread_barrier_destroy(&bar);
-  free(objs);
+  run_two(missed_remote, missed_owner);
 }
 
 /* --purger: the purger thread is started from this thread, which stays, so
@@ -255,30 +261,14 @@ int main(int argc, char **argv) {
     size = sizes[t];
     cap = T_SPAN_BYTES(size) / size;
     nobj = 3 * cap - cap / 2;
-    objs = calloc(nobj, sizeof *objs);
-    pthread_barrier_init(&bar, NULL, 2);
-    pthread_t a, b;
-    pthread_create(&a, NULL, owner, NULL);
-    pthread_create(&b, NULL, remote, NULL);
-    pthread_join(a, NULL);
-    pthread_join(b, NULL);
-    pthread_barrier_destroy(&bar);
-    free(objs);
+    run_two(owner, remote);
   }
   /* the race, many times: afterwards no span may sit empty on a reusable list */
   for (int r = 0; r < 200; r++) {
     size = r % 2 ? 64 : 256;
     cap = T_SPAN_BYTES(size) / size;
     nobj = RACE_SPANS * cap + 1;
-    objs = calloc(nobj, sizeof *objs);
-    pthread_barrier_init(&bar, NULL, 2);
-    pthread_t a, b;
-    pthread_create(&b, NULL, race_remote, NULL);
-    pthread_create(&a, NULL, race_owner, NULL);
-    pthread_join(a, NULL);
-    pthread_join(b, NULL);
-    pthread_barrier_destroy(&bar);
-    free(objs);
+    run_two(race_remote, race_owner);
     if (atomic_load(&t_failures)) break;
   }
   printf("race: %u of %u emptied listed spans missed eager return (%s pooled them)\n", race_missed,
