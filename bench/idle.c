@@ -1,7 +1,9 @@
 /* idle: a server's burst then silence. Threads fill -b bytes with small objects (16..1024 B),
  * touch them and free them all; then the program makes no allocator call for -w seconds while
  * it samples RSS. The metric is RSS at the end of the wait: what an idle server keeps of its
- * burst (LKmalloc sec. 4, stability over days; the purge delay of the "give memory back" issue). */
+ * burst (LKmalloc sec. 4, stability over days; the purge delay of the "give memory back" issue).
+ * By default the threads exit before the wait; with -k they stay, blocked, as a thread pool's
+ * workers wait for the next request, so what each thread's heap holds counts too. */
 #include "bench.h"
 
 struct node {
@@ -17,6 +19,11 @@ static struct worker workers[BENCH_MAX_THREADS];
 static uint64_t opt_bytes = 256ull << 20, opt_seed = 1;
 static double opt_wait = 3.0;
 static unsigned nthreads = 1;
+static bool opt_keep;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
+static unsigned pool_done; /* -k: workers that have freed their burst */
+static bool pool_quit;     /* -k: the wait is over */
 
 static void *run(void *arg) {
   struct worker *w = arg;
@@ -39,19 +46,27 @@ static void *run(void *arg) {
     head = next;
   }
   w->check = check;
+  if (opt_keep) { /* a pool worker between requests: alive, blocked, making no calls */
+    pthread_mutex_lock(&pool_lock);
+    pool_done++;
+    pthread_cond_broadcast(&pool_cond);
+    while (!pool_quit) pthread_cond_wait(&pool_cond, &pool_lock);
+    pthread_mutex_unlock(&pool_lock);
+  }
   return NULL;
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: idle [-t threads] [-b bytes] [-w seconds] [-S seed]\n"
+  fprintf(stderr, "usage: idle [-t threads] [-b bytes] [-w seconds] [-k] [-S seed]\n"
                   "  -b  bytes of small objects to allocate and free (256M)\n"
-                  "  -w  idle seconds after the frees, no allocator calls (3)\n");
+                  "  -w  idle seconds after the frees, no allocator calls (3)\n"
+                  "  -k  the threads stay alive and blocked through the wait (a thread pool)\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   int c;
-  while ((c = getopt(argc, argv, "t:b:w:S:h")) != -1) {
+  while ((c = getopt(argc, argv, "t:b:w:kS:h")) != -1) {
     switch (c) {
     case 't':
       nthreads = bench_parse_threads(optarg, 't');
@@ -61,6 +76,9 @@ int main(int argc, char **argv) {
       break;
     case 'w':
       opt_wait = bench_parse_double(optarg, 'w');
+      break;
+    case 'k':
+      opt_keep = true;
       break;
     case 'S':
       opt_seed = bench_parse_u64(optarg, 'S');
@@ -77,7 +95,13 @@ int main(int argc, char **argv) {
     workers[i].id = i;
     bench_spawn(&tid[i], run, &workers[i]);
   }
-  for (unsigned i = 0; i < nthreads; i++) bench_join(tid[i]);
+  if (opt_keep) {
+    pthread_mutex_lock(&pool_lock);
+    while (pool_done < nthreads) pthread_cond_wait(&pool_cond, &pool_lock);
+    pthread_mutex_unlock(&pool_lock);
+  } else {
+    for (unsigned i = 0; i < nthreads; i++) bench_join(tid[i]);
+  }
   long freed = bench_rss_kib();
 
   /* silence: only sleeps and raw reads of /proc, so nothing wakes the allocator */
@@ -89,11 +113,19 @@ int main(int argc, char **argv) {
     if (at_half < 0 && bench_now() - t0 >= 0.5) at_half = end;
     if (at_1s < 0 && bench_now() - t0 >= 1.0) at_1s = end;
   }
+  if (opt_keep) {
+    pthread_mutex_lock(&pool_lock);
+    pool_quit = true;
+    pthread_cond_broadcast(&pool_cond);
+    pthread_mutex_unlock(&pool_lock);
+    for (unsigned i = 0; i < nthreads; i++) bench_join(tid[i]);
+  }
   uint64_t check = 0;
   for (unsigned i = 0; i < nthreads; i++) check += workers[i].check;
   bench_check_add(check);
 
-  bench_result_begin("idle", nthreads, "idle_rss_mib", (double)end / 1024.0, "MiB");
+  bench_result_begin(opt_keep ? "idle-pool" : "idle", nthreads, "idle_rss_mib",
+                     (double)end / 1024.0, "MiB");
   bench_kv_u64("bytes", opt_bytes);
   bench_kv_dbl("wait_s", opt_wait);
   bench_kv_u64("rss_base_kib", (uint64_t)base);

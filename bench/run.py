@@ -267,6 +267,11 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
         Spec("idle", "idle", ["-b", pick("64M", "256M"), "-w", pick("1.5", "3")],
              "LKmalloc sec. 4 (stability); memory given back while idle", threads=[2],
              modes=("full",), reps=1, timeout=60, geomean=False),
+        # the same with the threads alive and blocked through the wait: a thread pool's
+        # idle workers, whose heaps hold whatever the allocator keeps per thread
+        Spec("idle-pool", "idle", ["-k", "-b", pick("64M", "256M"), "-w", pick("1.5", "3")],
+             "LKmalloc sec. 4 (stability); a thread pool's idle workers", threads=[8],
+             modes=("full",), reps=1, timeout=60, geomean=False),
         Spec("churn", "churn", ["-n", pick("4000", "100000")], "scalloc sec. 3.3, 7.7",
              threads=[1], modes=(), reps=1, timeout=300),
     ]

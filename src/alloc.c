@@ -106,7 +106,7 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
      * keeps this to one predictable compare on the owner's line unless
      * remote frees are pending on a listed span. */
     if (unlikely(below_check(sp, u)) && XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u)
-      heap_span_emptied(sp);
+      heap_span_emptied(h, sp);
     return;
   }
   heap_free_slow(p, sp, h, fn);

@@ -593,6 +593,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   uint64_t e = pool_epoch();
   if (unlikely(e != atomic_load_explicit(&h->swept, RLX))) {
     atomic_store_explicit(&h->swept, e, RLX);
+    h->let_go = 0;
     heap_sweep(h);
     uint64_t b = atomic_load_explicit(&stash_beat, RLX);
     if (b != e && atomic_compare_exchange_strong_explicit(&stash_beat, &b, e, RLX, RLX))
@@ -646,6 +647,14 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   return list_pop(h, cls, true); /* out of memory: any span with a free block */
 }
 
+/* Arms a hot span (hot_emptied) once it has blocks on more than a page, so
+ * a program that used a class for a block or two does not pay slow paths
+ * to give back one page; not twice for a class on one beat (let_go). */
+static void hot_arm(heap_t *h, span_t *sp) {
+  if (!(h->let_go & ((uint64_t)1 << sp->cls)) && (size_t)sp->carved * sp->bsize > rill_arena.page)
+    atomic_store_explicit(&sp->check, 1, RLX);
+}
+
 void *heap_alloc_class(heap_t *h, unsigned cls) {
   span_t *sp = h->hot[cls];
   for (;;) {
@@ -657,12 +666,17 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
       return b;
     }
     if (sp != &rill_empty_span) {
-      if (span_refill(sp) || !heap_retire(h, sp)) continue;
+      if (span_refill(sp)) {
+        hot_arm(h, sp);
+        continue;
+      }
+      if (!heap_retire(h, sp)) continue;
     }
     sp = heap_next_span(h, cls);
     if (!sp) return NULL;
     hot_set(h, cls, sp);
     atomic_store_explicit(&sp->where, AT_HOT, RLX);
+    hot_arm(h, sp);
   }
 }
 
@@ -718,12 +732,36 @@ heap_t *heap_new_variant(void) {
 /* ---- frees that miss the fast path ------------------------------------- */
 /* The owner's free left a LISTED span with at most one block out besides
  * those on its remote list. When all are back the span goes to the pool at
- * once (scalloc's eager return); the hot span stays, to avoid thrashing.
+ * once (scalloc's eager return). Or it emptied an armed hot span.
  * With one block out, a remote free of it may be racing with this free: the
  * fence pairs with that free's sequentially consistent push, so one of the
  * two sees the other (a store-buffering pattern; the fence is paid once per
  * span, not per free). */
-void heap_span_emptied(span_t *sp) {
+/* The owner's free emptied its armed hot span (hot_arm). It goes to the
+ * stash like a listed span its owner emptied, from there to the pool within
+ * a beat and back to the OS after the delay: a thread that frees all it
+ * allocated and then waits (a pool worker between requests) kept one span
+ * per class it had used, about 440 KiB each for 20 such workers. The next
+ * malloc of the class takes it back from the stash warm, its lists whole.
+ * A class lets go at most once per beat (let_go), and a span taken back is
+ * not armed again meanwhile, so a loop that allocates and frees one block
+ * pays two slow paths per beat, not per call. */
+static void hot_emptied(heap_t *h, span_t *sp) {
+  uint64_t x = XF_MAKE(ST_ATTACHED, 0, 0);
+  atomic_store_explicit(&sp->check, 0, RLX);
+  if (!atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
+    return; /* a remote push raced in (a double free): keep it */
+  h->let_go |= (uint64_t)1 << sp->cls;
+  hot_set(h, sp->cls, &rill_empty_span);
+  heap_claimed(sp, true); /* every block it cut is on its local lists */
+  purger_poll();
+}
+
+void heap_span_emptied(heap_t *h, span_t *sp) {
+  if (atomic_load_explicit(&sp->where, RLX) == AT_HOT) {
+    hot_emptied(h, sp);
+    return;
+  }
 #ifdef RILL_TEST_MISS_EAGER
   /* test builds only (test_eager --missed): every owner free that empties a
    * listed span loses the race above, as if a remote free had raced it */

@@ -447,6 +447,8 @@ typedef struct heap {
   uint32_t id;
   _Atomic uint64_t swept;     /* pool_epoch() at the owner's last sweep of its lists (the
                                * purger reads it: heap_sweep_all) */
+  uint64_t let_go;            /* bit per class: its hot span was let go empty on this beat
+                               * (hot_emptied); the class's next hot span stays unarmed */
   uint64_t warm;              /* bit per class: this thread has had a span of the class
                                * (its next spans are carved in full steps at once) */
   chunk_t chunk;              /* fresh address space for small spans; kept when the heap
@@ -484,7 +486,7 @@ extern __thread heap_t *rill_tls INTERNAL __attribute__((tls_model("initial-exec
 void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *heap_alloc_class(heap_t *h, unsigned cls) INTERNAL;
 void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) INTERNAL;
-void heap_span_emptied(span_t *sp) INTERNAL;
+void heap_span_emptied(heap_t *h, span_t *sp) INTERNAL;
 void heap_claimed(span_t *sp, bool whole) INTERNAL;
 void heap_queue(span_t *sp) INTERNAL;
 heap_t *heap_get_slow(void) INTERNAL;

@@ -28,6 +28,9 @@ static void *purger_main(void *arg) {
      * A stash pushed meanwhile either sees the flag down (and raises it) or
      * is seen here: settle's fence and the pusher's pair up. */
     if (pool_purge_timed(os_now_ms()) == 0) {
+      /* before sleeping, the lists of owners idle since that pass turned the
+       * beat: nothing wakes this thread for what they hold */
+      heap_sweep_all(true);
       pool_settle();
       if (heap_stashed()) pool_pages_arrived();
     }
