@@ -648,8 +648,8 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
 }
 
 /* Arms a hot span (hot_emptied) once it has blocks on more than a page, so
- * a program that used a class for a block or two does not pay slow paths
- * to give back one page; not twice for a class on one beat (let_go). */
+ * a class whose blocks fit in one page does not pay slow paths to give back
+ * that page; not twice for a class on one beat (let_go). */
 static void hot_arm(heap_t *h, span_t *sp) {
   if (!(h->let_go & ((uint64_t)1 << sp->cls)) && (size_t)sp->carved * sp->bsize > rill_arena.page)
     atomic_store_explicit(&sp->check, 1, RLX);
