@@ -96,7 +96,7 @@ static void heap_reset(heap_t *h, uint32_t id) {
   dbg_heap_own(h);
   for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
-  h->warm = 0;
+  h->warm = h->let_go = 0;
   atomic_store_explicit(&h->gen, atomic_load_explicit(&h->gen, RLX) + 1, RLX);
   spin_lock(&h->lock); /* a late remote free may still be listing a span here */
   for (unsigned c = 0; c < NCLASSES; c++) {
@@ -730,15 +730,9 @@ heap_t *heap_new_variant(void) {
 }
 
 /* ---- frees that miss the fast path ------------------------------------- */
-/* The owner's free left a LISTED span with at most one block out besides
- * those on its remote list. When all are back the span goes to the pool at
- * once (scalloc's eager return). Or it emptied an armed hot span.
- * With one block out, a remote free of it may be racing with this free: the
- * fence pairs with that free's sequentially consistent push, so one of the
- * two sees the other (a store-buffering pattern; the fence is paid once per
- * span, not per free). */
 /* The owner's free emptied its armed hot span (hot_arm). It goes to the
- * stash like a listed span its owner emptied, from there to the pool within
+ * stash like a listed span its owner emptied (scalloc's eager return, §3.4,
+ * for the hot span too), from there to the pool within
  * a beat and back to the OS after the delay: a thread that frees all it
  * allocated and then waits (a pool worker between requests) kept one span
  * per class it had used, about 440 KiB each for 20 such workers. The next
@@ -757,6 +751,13 @@ static void hot_emptied(heap_t *h, span_t *sp) {
   purger_poll();
 }
 
+/* The owner's free left a LISTED span with at most one block out besides
+ * those on its remote list. When all are back the span goes to the pool at
+ * once (scalloc's eager return). Or it emptied an armed hot span (above).
+ * With one block out, a remote free of it may be racing with this free: the
+ * fence pairs with that free's sequentially consistent push, so one of the
+ * two sees the other (a store-buffering pattern; the fence is paid once per
+ * span, not per free). */
 void heap_span_emptied(heap_t *h, span_t *sp) {
   if (atomic_load_explicit(&sp->where, RLX) == AT_HOT) {
     hot_emptied(h, sp);
