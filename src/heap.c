@@ -735,7 +735,7 @@ heap_t *heap_new_variant(void) {
  * for the hot span too), from there to the pool within
  * a beat and back to the OS after the delay: a thread that frees all it
  * allocated and then waits (a pool worker between requests) kept one span
- * per class it had used, about 440 KiB each for 20 such workers. The next
+ * per class it had used, about 430 KiB each for 20 such workers. The next
  * malloc of the class takes it back from the stash warm, its lists whole.
  * A class lets go at most once per beat (let_go), and a span taken back is
  * not armed again meanwhile, so a loop that allocates and frees one block
