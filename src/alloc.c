@@ -101,6 +101,7 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
     sp->free = b;
     uint32_t u = used_get(sp) - 1;
     used_dec(sp, u);
+    owner_release(h); /* TSan builds only (heap_lend_idle) */
     /* a span on the reusable list goes back to the pool when its last block
      * returns: here or in a remote free (scalloc's eager return). `check`
      * keeps this to one predictable compare on the owner's line unless

@@ -2,8 +2,11 @@
  * span-metadata and head tables, and the thin wrappers over mmap/madvise. The bottom
  * layer: it knows nothing of classes or heaps. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -77,8 +80,70 @@ void os_purge_lazy(void *p, size_t n) {
 void os_wait(_Atomic uint32_t *w, uint32_t v) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
 }
+/* As os_wait, for ms milliseconds at most. */
+void os_wait_ms(_Atomic uint32_t *w, uint32_t v, uint32_t ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, v, &ts, NULL, 0);
+}
 void os_wake(_Atomic uint32_t *w) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Reads /proc/self/task/<tid>/<name> into buf (NUL-terminated); false if it
+ * cannot (no /proc, the thread is gone, out of descriptors). */
+static bool task_file(int tid, const char *name, char *buf, size_t cap) {
+  char path[64] = "/proc/self/task/", digits[12];
+  size_t n = strlen(path), d = 0;
+  for (unsigned v = (unsigned)tid; v || !d; v /= 10) digits[d++] = (char)('0' + v % 10);
+  while (d) path[n++] = digits[--d];
+  path[n++] = '/';
+  strcpy(path + n, name); /* no stdio: this runs inside the allocator */
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t got = read(fd, buf, cap - 1);
+  close(fd);
+  if (got <= 0) return false;
+  buf[got] = 0;
+  return true;
+}
+
+/* Is thread `tid` of this process asleep in a futex or epoll wait? Those are
+ * the waits of an idle thread (a condition variable, a join, an event loop),
+ * and neither rill (whose fast paths make no system call) nor a signal
+ * handler that interrupted rill may block there: none of the calls that
+ * reach them is async-signal-safe. *switches gets its context switches,
+ * so a caller that asks twice knows whether it ran in between. */
+bool os_thread_waiting(int tid, uint64_t *switches) {
+  char buf[2048];
+  if (tid <= 0 || !task_file(tid, "status", buf, sizeof buf)) return false;
+  const char *st = strstr(buf, "\nState:");
+  const char *vol = strstr(buf, "\nvoluntary_ctxt_switches:");
+  const char *inv = strstr(buf, "\nnonvoluntary_ctxt_switches:");
+  if (!st || !vol || !inv) return false;
+  st += strlen("\nState:");
+  while (*st == ' ' || *st == '\t') st++;
+  if (*st != 'S') return false; /* running, runnable, stopped or traced */
+  *switches = strtoull(strchr(vol, ':') + 1, NULL, 10) + strtoull(strchr(inv, ':') + 1, NULL, 10);
+  if (!task_file(tid, "syscall", buf, sizeof buf)) return false;
+  char *end;
+  long nr = strtol(buf, &end, 10); /* "running", or -1 when asleep outside a call */
+  if (end == buf) return false;
+  switch (nr) {
+  case SYS_futex:
+#ifdef SYS_futex_waitv
+  case SYS_futex_waitv:
+#endif
+#ifdef SYS_epoll_wait
+  case SYS_epoll_wait:
+#endif
+  case SYS_epoll_pwait:
+#ifdef SYS_epoll_pwait2
+  case SYS_epoll_pwait2:
+#endif
+    return true;
+  default:
+    return false;
+  }
 }
 
 void os_sleep_ms(uint32_t ms) {

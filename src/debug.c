@@ -12,7 +12,7 @@ dbg_span_t *rill_dbg;
 static __thread uint32_t tid; /* gettid is a system call: once per thread */
 static const char *const ev_name[EV_COUNT] = {"?",     "init",    "retire", "list-push", "list-pop",
                                               "take",  "release", "orphan", "claim",     "pool",
-                                              "adopt", "sweep",   "hand",   "remote"};
+                                              "adopt", "sweep",   "hand",   "remote",    "lend"};
 
 uint32_t dbg_tid(void) {
   if (!tid) tid = (uint32_t)gettid();

@@ -27,6 +27,7 @@ enum {
   EV_SWEEP,     /* pooled by a sweep of a heap's lists */
   EV_HAND,      /* handed to its owner's list by a remote free */
   EV_REMOTE,    /* state changed by a remote free */
+  EV_LEND,      /* lent by an idle owner to the orphanage */
   EV_COUNT
 };
 

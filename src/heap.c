@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -97,6 +98,7 @@ static void heap_reset(heap_t *h, uint32_t id) {
   for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
   h->warm = h->let_go = 0;
+  atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX); /* heap_new runs in the owner */
   atomic_store_explicit(&h->gen, atomic_load_explicit(&h->gen, RLX) + 1, RLX);
   spin_lock(&h->lock); /* a late remote free may still be listing a span here */
   for (unsigned c = 0; c < NCLASSES; c++) {
@@ -104,6 +106,7 @@ static void heap_reset(heap_t *h, uint32_t id) {
     h->tail[c] = NULL;
   }
   __atomic_store_n(&h->closed, false, __ATOMIC_RELAXED);
+  atomic_store_explicit(&h->lent, false, RLX);
   spin_unlock(&h->lock);
   atomic_store_explicit(&h->live, 1, REL);
 }
@@ -453,19 +456,36 @@ static void orphan_put(span_t *sp) {
   listed_claim(sp, x, __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST));
 }
 
+/* Set with a heap's own hint when a remote free lists a span on its live
+ * owner's list, or brings a listed one to a quarter free: an idle owner may
+ * hold spans to lend (purger_kick, heap_lend_idle). */
+_Atomic uint32_t lend_hint;
+
+static void lend_hint_on(heap_t *h) {
+  if (!atomic_load_explicit(&h->lend_hint, RLX)) atomic_store_explicit(&h->lend_hint, 1, RLX);
+  if (!atomic_load_explicit(&lend_hint, RLX)) atomic_store_explicit(&lend_hint, 1, RLX);
+}
+
+void heap_lend_hint(span_t *sp) {
+  heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
+  if (owner && owner != &orphanage) lend_hint_on(owner);
+}
+
 /* A remote free moved a floating span past the reuse mark (scalloc:
  * floating -> reusable): the freer links it into its owner's reusable list
  * itself, under the owner's list lock, so it is reusable at once and is
  * claimed like any listed span when its last block comes back (Hoard's
  * emptiness threshold keeps the footprint bounded, §3.1). A closed heap
- * (owner gone) refuses, and the span goes to the orphanage. */
+ * (owner gone) refuses, and the span goes to the orphanage; so does a heap
+ * whose idle owner lent its spans (heap_lend_idle). */
 void heap_queue(span_t *sp) {
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
   if (owner) {
     spin_lock(&owner->lock);
-    if (!owner->closed) {
+    if (!owner->closed && !atomic_load_explicit(&owner->lent, RLX)) {
       uint64_t x = list_hand_locked(owner, sp);
       spin_unlock(&owner->lock);
+      lend_hint_on(owner);
       listed_claim(sp, x, __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST));
       return;
     }
@@ -590,6 +610,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   if (h != &backing) dbg_heap_mine(h);
   /* once per timed purge pass, pool what lost the eager-return race, so it
    * is purged on the same delay as the rest (heap_sweep) */
+  if (unlikely(atomic_load_explicit(&h->lent, RLX))) atomic_store_explicit(&h->lent, false, RLX);
   uint64_t e = pool_epoch();
   if (unlikely(e != atomic_load_explicit(&h->swept, RLX))) {
     atomic_store_explicit(&h->swept, e, RLX);
@@ -625,7 +646,10 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
     if (!sp && !(sp = pool_take(o))) {
       sp = stash_steal(h, o);
       stashed = sp != NULL;
-      if (!sp) sp = pool_fresh(o, &h->chunk);
+      if (!sp) {
+        purger_kick(); /* idle owners' spans for the next span changes */
+        sp = pool_fresh(o, &h->chunk);
+      }
     }
     /* back for its own class with its lists whole: the frees linked every
      * block already, so nothing is formatted or carved again (threadtest
@@ -967,6 +991,152 @@ size_t heap_sweep_all(bool idle_only) {
     if (idle_only && atomic_load_explicit(&h->swept, RLX) == e) continue;
     n += heap_sweep(h);
   }
+  return n;
+}
+
+/* ---- lending an idle owner's listed spans ------------------------------ */
+/* A span whose blocks other threads free goes back to its owner's list once
+ * a quarter of it is free, and only its owner allocates from it. When the
+ * owner is a thread that filled memory and then waits (a main thread in
+ * pthread_join while its workers evict what it loaded, a producer parked on
+ * a condition variable), its spans keep their free blocks while everyone
+ * else faults in fresh memory: RocksDB's cache_bench peaked at 1.8x glibc's
+ * RSS. Hoard bounds this by moving a mostly empty superblock of a heap to
+ * the global heap (§3.1, §4); here an idle owner's listed spans with room
+ * (a quarter free, the reuse mark) go to the orphanage, where any thread
+ * adopts them as it does a finished thread's.
+ *
+ * The owner's frees into a listed span take no lock (attached == owner),
+ * so nothing may move one while the owner could be inside such a free. The
+ * spans are moved only if the owner sleeps in a futex or epoll wait
+ * (os_thread_waiting), which neither rill nor a signal handler that
+ * interrupted rill can call, and sleeps there throughout: before and after
+ * `attached` is cleared, with no context switch in between. When it wakes it
+ * sees the spans unattached, so its frees into them take the slow path
+ * (and adopt them back, if still orphans). Only the purger thread lends:
+ * on each beat, and when a thread is about to take fresh memory while some
+ * remote free has given a listed span room since (purger_kick). Waiting for
+ * the beat let cache_bench's workers fault in 50 MiB first. */
+static bool lendable(const span_t *sp) {
+  return XF_STATE(atomic_load_explicit(&sp->xf, RLX)) == ST_LISTED &&
+         listed_room(sp) >= span_reuse_mark(sp);
+}
+
+/* Has h a listed span with room? Under h's lock. */
+static bool lendable_any(heap_t *h) {
+  for (unsigned c = 0; c < NCLASSES; c++)
+    for (span_t *sp = h->list[c]; sp; sp = sp->next)
+      if (lendable(sp)) return true;
+  return false;
+}
+
+/* LISTED -> QUEUED for a span leaving its list: no free claims it in
+ * transit (a claim needs LISTED), and orphan_put lists it again. False if a
+ * free claimed it first: it stays for that free to unlink and pool. */
+static bool lend_detach(heap_t *h, span_t *sp) {
+  uint64_t x = atomic_load_explicit(&sp->xf, ACQ);
+  while (XF_STATE(x) == ST_LISTED)
+    if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(ST_QUEUED, x), ACQREL, ACQ)) {
+      atomic_store_explicit(&sp->fused, used_get(sp), RLX);
+      list_unlink(h, sp);
+      return true;
+    }
+  return false;
+}
+
+/* Lends h's listed spans with room if its owner waits; *busy when it has some
+ * but its owner ran. */
+static size_t heap_lend(heap_t *h, int tid, bool *busy) {
+  uint64_t before, after;
+  spin_lock(&h->lock);
+  bool any = !h->closed && lendable_any(h);
+  spin_unlock(&h->lock);
+  if (!any) return 0;
+  if (!os_thread_waiting(tid, &before)) {
+    atomic_store_explicit(&h->lend_seen, pool_epoch(), RLX); /* busy: not again this beat */
+    *busy = true;
+    return 0;
+  }
+  spin_lock(&h->lock);
+  if (h->closed || atomic_load_explicit(&h->tid, RLX) != tid) {
+    spin_unlock(&h->lock);
+    return 0;
+  }
+  for (unsigned c = 0; c < NCLASSES; c++)
+    for (span_t *sp = h->list[c]; sp; sp = sp->next)
+      if (lendable(sp)) atomic_store_explicit(&sp->attached, NULL, RLX);
+  atomic_thread_fence(memory_order_seq_cst);
+  bool still = os_thread_waiting(tid, &after) && after == before;
+  if (still) {
+    owner_acquire(h);                           /* its frees came before its wait */
+    atomic_store_explicit(&h->lent, true, RLX); /* and what remote frees queue next */
+  }
+  *busy = *busy || !still;
+  span_t *moved = NULL;
+  size_t n = 0;
+  for (unsigned c = 0; c < NCLASSES; c++)
+    for (span_t *sp = h->list[c], *next; sp; sp = next) {
+      next = sp->next;
+      if (atomic_load_explicit(&sp->attached, RLX) == h) continue;
+      /* not lent (it ran meanwhile, or a free claimed the span): attached
+       * again; a free it made meanwhile went to the remote list */
+      if (!still || !lend_detach(h, sp)) {
+        atomic_store_explicit(&sp->attached, h, RLX);
+        continue;
+      }
+      sp->next = moved;
+      moved = sp;
+      n++;
+    }
+  spin_unlock(&h->lock);
+  /* onto the orphanage's list as a finished thread's spans (heap_release),
+   * and claimed there if the last block came back meanwhile */
+  for (span_t *sp = moved, *next; sp; sp = next) {
+    next = sp->next;
+    sp->next = NULL;
+    dbg_event(sp, EV_LEND);
+    orphan_put(sp);
+  }
+  return n;
+}
+
+static _Atomic uint64_t spans_lent; /* ever, for rill_stats_print and malloc_info */
+uint64_t heap_spans_lent(void) {
+  return atomic_load_explicit(&spans_lent, RLX);
+}
+
+/* The purger's look at the heaps: lends the listed spans of every idle
+ * owner. A kick looks only at heaps hinted since (a remote free gave one of
+ * their listed spans room), a beat at all (`all`). An owner found running
+ * keeps its hint but is not looked at again until the next beat. Returns
+ * the spans lent. */
+size_t heap_lend_idle(bool all) {
+  uint64_t e = pool_epoch();
+  size_t n = 0;
+  bool busy = false;
+  atomic_store_explicit(&lend_hint, 0, RLX);
+  atomic_thread_fence(memory_order_seq_cst); /* a span listed from now on sets it again */
+  uint32_t top = heap_count();
+  if (top > max_heaps) top = max_heaps;
+  for (uint32_t i = 0; i < top; i++) {
+    heap_t *h = &heaps[i];
+    if (!atomic_load_explicit(&h->live, ACQ) || (!all && !atomic_load_explicit(&h->lend_hint, RLX)))
+      continue;
+    if (atomic_load_explicit(&h->lend_seen, RLX) == e) {
+      busy = busy || atomic_load_explicit(&h->lend_hint, RLX);
+      continue;
+    }
+    atomic_store_explicit(&h->lend_hint, 0, RLX);
+    atomic_thread_fence(memory_order_seq_cst); /* a later free's hint is not lost */
+    bool ran = false;
+    n += heap_lend(h, atomic_load_explicit(&h->tid, RLX), &ran);
+    if (ran) { /* look again at a kick on a later beat: it may wait by then */
+      atomic_store_explicit(&h->lend_hint, 1, RLX);
+      busy = true;
+    }
+  }
+  if (n) atomic_fetch_add_explicit(&spans_lent, n, RLX);
+  if (busy) atomic_store_explicit(&lend_hint, 1, RLX);
   return n;
 }
 

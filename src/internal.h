@@ -170,6 +170,18 @@ static inline void used_set(span_t *sp, uint32_t n) {
 #if defined(__SANITIZE_THREAD__)
 #define RILL_TSAN 1
 #endif
+/* heap_lend_idle moves an owner's spans once it has seen the owner asleep in
+ * the kernel, which orders the owner's earlier plain writes before the move;
+ * ThreadSanitizer cannot see that, so TSan builds say it (owner_sync). */
+#ifdef RILL_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define owner_release(h) __tsan_release((void *)&(h)->tid)
+#define owner_acquire(h) __tsan_acquire((void *)&(h)->tid)
+#else
+#define owner_release(h) ((void)0)
+#define owner_acquire(h) ((void)0)
+#endif
 /* The fast paths' x86-64 asm (used_inc, below_check, attached_to,
  * arena_beyond): one access each, as the portable atomics would make, but
  * folded into the add or compare that uses it. */
@@ -311,7 +323,9 @@ void os_purge_lazy(void *p, size_t n) INTERNAL;
 uint64_t os_now_ms(void) INTERNAL;
 void os_sleep_ms(uint32_t ms) INTERNAL;
 void os_wait(_Atomic uint32_t *w, uint32_t v) INTERNAL;
+void os_wait_ms(_Atomic uint32_t *w, uint32_t v, uint32_t ms) INTERNAL;
 void os_wake(_Atomic uint32_t *w) INTERNAL;
+bool os_thread_waiting(int tid, uint64_t *switches) INTERNAL;
 void *os_map(size_t n) INTERNAL;
 void os_unmap(void *p, size_t n) INTERNAL;
 void *os_reserve(size_t n) INTERNAL;
@@ -368,6 +382,9 @@ void purger_init(unsigned mode) INTERNAL;
 void purger_thread_seen(void) INTERNAL;
 void purger_start_slow(void) INTERNAL;
 void purger_fork_child(void) INTERNAL;
+void purger_kick(void) INTERNAL;
+extern _Atomic uint32_t lend_hint INTERNAL; /* heap.c: some owner may have spans to lend */
+void heap_lend_hint(span_t *sp) INTERNAL;
 extern _Atomic int rill_purger_state INTERNAL; /* PURGER_* */
 enum { PURGER_OFF = 0, PURGER_WANTED = 1, PURGER_RUNNING = 2, PURGER_AUTO = 3 };
 /* Slow paths call this where they hold no rill lock: the purger starts once
@@ -444,7 +461,13 @@ typedef struct heap {
   _Atomic int lock;                      /* guards list[] and closed: the owner's slow paths and
                                           * remote frees that list or claim a span take it */
   bool closed;                           /* the owner has exited: spans handed back are orphaned */
+  _Atomic bool lent;                     /* the owner was found idle (heap_lend_idle): spans a
+                                          * remote free queues go to the orphanage until its next
+                                          * span change */
   uint32_t id;
+  _Atomic int32_t tid;        /* the owner's thread id, for heap_lend_idle's look at it */
+  _Atomic uint64_t lend_seen; /* pool_epoch() when heap_lend_idle last found the owner busy */
+  _Atomic uint32_t lend_hint; /* a remote free gave a listed span room since the last look */
   _Atomic uint64_t swept;     /* pool_epoch() at the owner's last sweep of its lists (the
                                * purger reads it: heap_sweep_all) */
   uint64_t let_go;            /* bit per class: its hot span was let go empty on this beat
@@ -495,6 +518,8 @@ void heap_collect(heap_t *h) INTERNAL;
 void heap_stashes_flush(void) INTERNAL;
 bool heap_stashed(void) INTERNAL;
 size_t heap_sweep_all(bool idle_only) INTERNAL;
+size_t heap_lend_idle(bool all) INTERNAL;
+uint64_t heap_spans_lent(void) INTERNAL;
 heap_t *heap_at(uint32_t id) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;

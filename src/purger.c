@@ -16,14 +16,23 @@ _Atomic int rill_purger_state;
 static unsigned mode;            /* RILL_PURGE_THREAD: PURGE_THREAD_* */
 static _Atomic uint32_t threads; /* threads that took a heap, since start or fork */
 
+static _Atomic uint32_t kicked; /* purger_kick: lend idle owners' spans now */
+
 static void *purger_main(void *arg) {
   (void)arg;
   uint32_t d = rill_opt.purge_delay, step = d / 4 > 10 ? d / 4 : 10;
   for (;;) {
     pool_wait_pages();
-    os_sleep_ms(step);
+    /* a beat's nap, cut short to lend when a thread is about to take fresh
+     * memory (purger_kick) */
+    uint64_t now = os_now_ms(), until = now + step;
+    for (; now < until; now = os_now_ms()) {
+      os_wait_ms(&kicked, 0, (uint32_t)(until - now));
+      if (atomic_exchange_explicit(&kicked, 0, ACQ)) heap_lend_idle(false);
+    }
     heap_stashes_flush(); /* heaps' stashes to the pool, so the pass sees them */
     heap_sweep_all(true); /* and what idle owners' lists hold empty */
+    heap_lend_idle(true); /* and their spans with room, to the other threads */
     /* a pass leaves the spans too young to go; when none are left, settle.
      * A stash pushed meanwhile either sees the flag down (and raises it) or
      * is seen here: settle's fence and the pusher's pair up. */
@@ -93,6 +102,30 @@ void purger_start_slow(void) {
   if (atomic_compare_exchange_strong_explicit(&rill_purger_state, &expect, PURGER_RUNNING, ACQREL,
                                               RLX))
     purger_create();
+}
+
+/* A thread is about to take never-used memory while its own lists, the
+ * orphanage and the pool have no span for it: spans an idle owner holds
+ * with room (heap_lend_idle) would do, and waiting for the purger's next
+ * beat let a burst fault in tens of MiB meanwhile (RocksDB's cache_bench:
+ * its main thread's spans filled with evictions while four workers grew).
+ * At most one kick per 4 ms; a futex wake only while the purger naps. */
+void purger_kick(void) {
+  static _Atomic uint64_t last;
+  if (!atomic_load_explicit(&lend_hint, RLX)) return; /* no span listed for an owner since */
+  int st = atomic_load_explicit(&rill_purger_state, RLX);
+  if (st == PURGER_WANTED) { /* not started yet: the next purger_poll starts it */
+    pool_pages_arrived();
+    return;
+  }
+  if (st != PURGER_RUNNING) return;
+  uint64_t now = os_now_ms(), prev = atomic_load_explicit(&last, RLX);
+  if (now < prev + 4 || !atomic_compare_exchange_strong_explicit(&last, &prev, now, RLX, RLX))
+    return;
+  if (atomic_exchange_explicit(&kicked, 1, REL) == 0) {
+    os_wake(&kicked);
+    pool_pages_arrived(); /* out of its wait for pooled pages, too */
+  }
 }
 
 /* The child of fork has no purger. Asked for with RILL_PURGE_THREAD=1, it

@@ -293,6 +293,8 @@ span_t *span_lookup(const void *p) {
 void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t key) {
   uint64_t old = atomic_load_explicit(&sp->xf, RLX), nw;
   unsigned st, nst;
+  /* read while b is out: the span cannot be emptied and formatted again */
+  uint32_t cap = sp->cap, mark = span_reuse_mark(sp);
   for (;;) {
     st = XF_STATE(old);
     if (unlikely(st == ST_FREE)) rill_invalid("free", b); /* double free */
@@ -303,7 +305,7 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t key) {
       uint32_t used = atomic_load_explicit(&sp->fused, RLX);
       if (n >= used)
         nst = ST_FREE;
-      else if (sp->cap - used + n >= span_reuse_mark(sp))
+      else if (cap - used + n >= mark)
         nst = ST_QUEUED;
     }
     nw = XF_MAKE(nst, n, key + 1);
@@ -315,9 +317,12 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t key) {
     uint32_t one = 1;
     if (atomic_load_explicit(&sp->check, RLX) == one)
       atomic_compare_exchange_strong_explicit(&sp->check, &one, CHECK_ALL, RLX, RLX);
-    if (XF_COUNT(nw) == __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST) &&
+    uint32_t used = __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST);
+    if (XF_COUNT(nw) == used &&
         atomic_compare_exchange_strong_explicit(&sp->xf, &nw, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
       heap_claimed(sp, false);
+    else if (cap - used + XF_COUNT(nw) == mark)
+      heap_lend_hint(sp); /* a quarter free now: an idle owner would lend it */
   } else if (nst != st) {
     dbg_event(sp, EV_REMOTE);
     if (nst == ST_FREE)

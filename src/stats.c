@@ -88,6 +88,7 @@ __attribute__((visibility("default"))) void rill_stats_print(int fd) {
   o = put_num(o, " spans_free=", s.spans_free);
   o = put_num(o, " remote_frees=", s.remote_frees);
   o = put_num(o, " threads=", s.threads);
+  o = put_num(o, " lent=", heap_spans_lent()); /* not in struct rill_stats: its size is ABI */
   *o++ = '\n';
   ssize_t w = write(fd, buf, (size_t)(o - buf));
   (void)w;
@@ -159,14 +160,14 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *fp) {
           "<rill in_use=\"%llu\" committed=\"%llu\" reserved=\"%llu\" purged=\"%llu\" "
           "huge=\"%llu\"/>\n"
           "<spans hot=\"%llu\" floating=\"%llu\" reusable=\"%llu\" free=\"%llu\"/>\n"
-          "<threads live=\"%llu\" remote_frees=\"%llu\"/>\n"
+          "<threads live=\"%llu\" remote_frees=\"%llu\" spans_lent=\"%llu\"/>\n"
           "</malloc>\n",
           (unsigned long long)s.bytes_in_use, (unsigned long long)s.bytes_committed,
           (unsigned long long)s.bytes_reserved, (unsigned long long)s.bytes_purged,
           (unsigned long long)s.huge_bytes, (unsigned long long)s.spans_hot,
           (unsigned long long)s.spans_floating, (unsigned long long)s.spans_reusable,
           (unsigned long long)s.spans_free, (unsigned long long)s.threads,
-          (unsigned long long)s.remote_frees);
+          (unsigned long long)s.remote_frees, (unsigned long long)heap_spans_lent());
   return 0;
 }
 #endif

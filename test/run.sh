@@ -263,6 +263,26 @@ if step "TSan build (test_eager)" "$LOGS/tsan-build-eager.log" \
   fi
 fi
 
+# lending an idle owner's spans (heap_lend_idle) racing with the owners' own frees
+if step "TSan build (test_lend)" "$LOGS/tsan-build-lend.log" \
+  clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
+  -DRILL_NO_OVERRIDE -DUSE_RILL_API -I"$ROOT/include" -I"$ROOT/test" "${SRCS[@]}" \
+  "$ROOT/test/test_lend.c" -o "$B/tsan/lend_tsan" -lpthread; then
+  for mode in reuse when race; do
+    log="$LOGS/tsan_lend_$mode.log"
+    arg=--$mode
+    [ $mode = reuse ] && arg=
+    # shellcheck disable=SC2086
+    if RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=8 "$B/tsan/lend_tsan" $arg >"$log" 2>&1 &&
+      ! grep -q 'ThreadSanitizer' "$log"; then
+      pass "tsan_lend_$mode"
+    else
+      failed "tsan_lend_$mode"
+      grep -m1 -A30 'WARNING: ThreadSanitizer' "$log" | sed 's/^/  | /' >&2 || tail -5 "$log" >&2
+    fi
+  done
+fi
+
 # ---- RILL_DEBUG: a shadow byte per block, checked at every hand-out ------------------------
 
 # The stress modes against a -DRILL_DEBUG=1 build: a block handed out twice, a span pooled or
@@ -281,6 +301,13 @@ if step "RILL_DEBUG build" "$LOGS/debug-build.log" \
     --items $TS_ITEMS --churn $TS_CHURN --forks $TS_FORKS
   step "RILL_DEBUG stress: relay" "$LOGS/debug-relay.log" \
     "$DBG/stress_debug" --mode relay --relay-ms 5000
+fi
+if step "RILL_DEBUG build (test_lend)" "$LOGS/debug-build-lend.log" \
+  gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-use-after-free -DRILL_DEBUG=1 \
+  -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -I"$ROOT/include" -I"$ROOT/test" \
+  "${SRCS[@]}" "$ROOT/test/test_lend.c" -o "$DBG/lend_debug" -lpthread; then
+  step "RILL_DEBUG lend race" "$LOGS/debug-lend.log" \
+    env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=8 "$DBG/lend_debug" --race
 fi
 
 # ---- libFuzzer ----------------------------------------------------------------------------

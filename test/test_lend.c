@@ -1,0 +1,362 @@
+/* test_lend.c - proves that an idle owner's partly free spans serve the other threads
+ * (heap_lend_idle, Hoard §4's bound on blowup): a thread that filled memory and then waits
+ * in pthread_join keeps nothing its workers' frees gave back, and the lending protocol
+ * loses no block while owners wake and sleep around it.
+ *   (default)  main fills 40,000 blocks and joins a worker that frees half of them and
+ *              allocates as many: most land in main's spans, committed memory barely grows
+ *   --control  the same without the purger (RILL_PURGE_THREAD=0): nothing is lent, so the
+ *              worker's blocks are all fresh (the default mode's check can fail)
+ *   --when     lent only while the owner waits in a futex: not while it runs, nor while it
+ *              sleeps in nanosleep (a wait a signal handler may make in the middle of a free)
+ *   --race     owners that allocate, hand half their blocks to a freer, nap in a timed
+ *              condition wait (where they may be lent) and free the rest, for 1.5 s;
+ *              every block's contents are checked, and spans must have been lent */
+#include <pthread.h>
+#include <time.h>
+
+#include "rill_test.h"
+
+#define N  40000u
+#define SZ 256u
+
+/* The count of spans lent so far, from rill_stats_print's line (struct rill_stats has no
+ * room for it: its size is part of the ABI). */
+static unsigned long long spans_lent(void) {
+  int fd[2];
+  char line[1024];
+  if (pipe(fd) != 0) DIE("pipe failed");
+  rill_stats_print(fd[1]);
+  close(fd[1]);
+  ssize_t n = read(fd[0], line, sizeof line - 1);
+  close(fd[0]);
+  line[n > 0 ? n : 0] = 0;
+  const char *at = strstr(line, " lent=");
+  if (!at) DIE("rill_stats_print wrote no lent=: %s", line);
+  return strtoull(at + strlen(" lent="), NULL, 10);
+}
+
+static uint64_t committed(void) {
+  struct rill_stats s;
+  rill_stats_get(&s);
+  return s.bytes_committed;
+}
+
+static void nap_ms(unsigned ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* ---- main fills, then waits in pthread_join ------------------------------------------- */
+static void *mine[N], *theirs[N / 2];
+static uintptr_t lo, hi; /* the range main's blocks cover */
+static size_t inside;    /* the worker's new blocks in that range */
+static uint64_t grew;    /* committed bytes while the worker allocated */
+
+static void check_block(void *p, size_t n, const char *who) {
+  size_t bad = pat_find_bad(p, n, pat_seed(p, n));
+  if (bad != SIZE_MAX) FAIL("%s block %p (%zu B) corrupt at byte %zu", who, p, n, bad);
+}
+
+static void *worker(void *arg) {
+  (void)arg;
+  uint64_t r = 42;
+  size_t order[N];
+  for (size_t i = 0; i < N; i++) order[i] = i;
+  for (size_t i = N - 1; i > 0; i--) {
+    size_t j = rng_next(&r) % (i + 1), t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  for (size_t k = 0; k < N / 2; k++) { /* remote frees: main's spans go back to its lists */
+    void *p = mine[order[k]];
+    check_block(p, SZ, "main's");
+    T_free(p);
+    mine[order[k]] = NULL;
+  }
+  uint64_t before = committed();
+  for (size_t i = 0; i < N / 2; i++) {
+    void *p = T_malloc(SZ);
+    if (!p) DIE("malloc(%u) returned NULL", SZ);
+    pat_fill(p, SZ, pat_seed(p, SZ));
+    theirs[i] = p;
+    if ((uintptr_t)p >= lo && (uintptr_t)p < hi) inside++;
+    if (i % 500 == 499) nap_ms(1); /* a program's pace: the purger gets to run */
+  }
+  uint64_t after = committed();
+  grew = after > before ? after - before : 0;
+  return NULL;
+}
+
+static int run_reuse(bool control) {
+  lo = UINTPTR_MAX;
+  for (size_t i = 0; i < N; i++) {
+    mine[i] = T_malloc(SZ);
+    if (!mine[i]) DIE("malloc(%u) returned NULL", SZ);
+    pat_fill(mine[i], SZ, pat_seed(mine[i], SZ));
+    if ((uintptr_t)mine[i] < lo) lo = (uintptr_t)mine[i];
+    if ((uintptr_t)mine[i] + SZ > hi) hi = (uintptr_t)mine[i] + SZ;
+  }
+  unsigned long long lent0 = spans_lent();
+  pthread_t t;
+  pthread_create(&t, NULL, worker, NULL);
+  pthread_join(t, NULL); /* a futex wait: main is idle while the worker runs */
+  unsigned long long lent = spans_lent() - lent0;
+  double frac = (double)inside / (N / 2);
+  printf("worker's blocks in main's spans: %zu of %u (%.2f); committed grew %llu KiB; "
+         "spans lent %llu\n",
+         inside, N / 2, frac, (unsigned long long)grew >> 10, lent);
+  size_t fresh = (size_t)(N / 2) * SZ; /* what the worker would fault in without lending */
+  if (control) {
+    CHECK(frac < 0.1, "without the purger %.2f of the worker's blocks reused main's spans", frac);
+    CHECK(lent == 0, "without the purger %llu spans were lent", lent);
+  } else {
+    CHECK(frac >= 0.5, "only %.2f of the worker's blocks reused main's free blocks", frac);
+    CHECK(grew < fresh / 2, "committed memory grew %llu KiB (%zu KiB if nothing is reused)",
+          (unsigned long long)grew >> 10, fresh >> 10);
+    CHECK(lent > 0, "no span was lent");
+  }
+  /* every block intact, and main can free and allocate through the lent spans */
+  for (size_t i = 0; i < N; i++)
+    if (mine[i]) {
+      check_block(mine[i], SZ, "main's");
+      T_free(mine[i]);
+    }
+  for (size_t i = 0; i < N / 2; i++) {
+    check_block(theirs[i], SZ, "the worker's");
+    T_free(theirs[i]);
+  }
+  for (size_t i = 0; i < N; i++) {
+    mine[i] = T_malloc(SZ);
+    if (!mine[i]) DIE("malloc(%u) returned NULL", SZ);
+    pat_fill(mine[i], SZ, pat_seed(mine[i], SZ));
+  }
+  for (size_t i = 0; i < N; i++) {
+    check_block(mine[i], SZ, "main's second");
+    T_free(mine[i]);
+  }
+  return t_finish(control ? "test_lend --control" : "test_lend");
+}
+
+/* ---- lent only while the owner waits in a futex ---------------------------------------- */
+/* The owner fills N blocks and then, in turn, spins (running), sleeps in nanosleep (a wait a
+ * signal handler may make in the middle of a free) and waits on a condition variable (a
+ * futex). Meanwhile main frees half its blocks and keeps taking fresh memory, so the purger
+ * is kicked: spans may be lent in the last phase only. */
+static atomic_int phase; /* 0 fill, 1 spin, 2 nanosleep, 3 futex wait, 4 done */
+static pthread_mutex_t wm = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wc = PTHREAD_COND_INITIALIZER;
+
+static void *waiter(void *arg) {
+  (void)arg;
+  for (size_t i = 0; i < N; i++) {
+    mine[i] = T_malloc(SZ);
+    if (!mine[i]) DIE("malloc(%u) returned NULL", SZ);
+    pat_fill(mine[i], SZ, pat_seed(mine[i], SZ));
+  }
+  atomic_store(&phase, 1);
+  while (atomic_load(&phase) == 1) {
+  }
+  while (atomic_load(&phase) == 2) nap_ms(50);
+  pthread_mutex_lock(&wm);
+  while (atomic_load(&phase) == 3) pthread_cond_wait(&wc, &wm);
+  pthread_mutex_unlock(&wm);
+  return NULL;
+}
+
+/* Takes fresh memory for ms milliseconds (a kick every few ms); returns spans lent. */
+static unsigned long long churn_for(unsigned ms, void **held, size_t *nheld) {
+  unsigned long long before = spans_lent();
+  for (unsigned t = 0; t < ms; t += 2) {
+    for (int i = 0; i < 64 && *nheld < N; i++) {
+      held[*nheld] = T_malloc(SZ);
+      if (!held[*nheld]) DIE("malloc(%u) returned NULL", SZ);
+      (*nheld)++;
+    }
+    nap_ms(2);
+  }
+  return spans_lent() - before;
+}
+
+static int run_when(void) {
+  static void *held[N];
+  size_t nheld = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, waiter, NULL);
+  while (atomic_load(&phase) == 0) nap_ms(1);
+  for (size_t i = 0; i < N; i += 2) { /* remote frees: the owner's spans get listed */
+    check_block(mine[i], SZ, "the owner's");
+    T_free(mine[i]);
+    mine[i] = NULL;
+  }
+  unsigned long long spin = churn_for(300, held, &nheld);
+  atomic_store(&phase, 2);
+  nap_ms(60);
+  unsigned long long sleep = churn_for(300, held, &nheld);
+  pthread_mutex_lock(&wm);
+  atomic_store(&phase, 3);
+  pthread_mutex_unlock(&wm);
+  unsigned long long wait = 0;
+  for (int k = 0; k < 10 && !wait; k++) wait += churn_for(100, held, &nheld);
+  printf("spans lent while the owner spun %llu, slept in nanosleep %llu, waited on a "
+         "condition %llu\n",
+         spin, sleep, wait);
+  CHECK(spin == 0, "%llu spans lent while their owner was running", spin);
+  CHECK(sleep == 0, "%llu spans lent while their owner slept in nanosleep", sleep);
+  CHECK(wait > 0, "no span lent in a second while their owner waited on a condition");
+  pthread_mutex_lock(&wm);
+  atomic_store(&phase, 4);
+  pthread_cond_signal(&wc);
+  pthread_mutex_unlock(&wm);
+  pthread_join(t, NULL);
+  for (size_t i = 0; i < N; i++)
+    if (mine[i]) {
+      check_block(mine[i], SZ, "the owner's");
+      T_free(mine[i]);
+    }
+  for (size_t i = 0; i < nheld; i++) T_free(held[i]);
+  return t_finish("test_lend --when");
+}
+
+/* ---- owners napping while the purger lends ---------------------------------------------- */
+#define OWNERS 3
+#define BATCH  1500
+#define QCAP   8192
+
+static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER;
+static struct qitem {
+  void *p;
+  size_t n;
+} queue[QCAP];
+static size_t qhead, qtail;
+static atomic_bool stop;
+static atomic_ulong rounds;
+
+static void put(void *p, size_t n) {
+  pthread_mutex_lock(&qlock);
+  while (qtail - qhead == QCAP) pthread_cond_wait(&qcond, &qlock);
+  queue[qtail++ % QCAP] = (struct qitem){p, n};
+  pthread_cond_broadcast(&qcond);
+  pthread_mutex_unlock(&qlock);
+}
+
+static void *owner(void *arg) {
+  uint64_t r = 0x9e3779b97f4a7c15ull * ((uintptr_t)arg + 1);
+  void *keep[BATCH], *old[BATCH] = {0};
+  size_t keepn[BATCH], oldn[BATCH] = {0};
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+  while (!atomic_load(&stop)) {
+    size_t k = 0;
+    for (size_t i = 0; i < BATCH; i++) {
+      size_t n = 16 + rng_next(&r) % 497;
+      void *p = T_malloc(n);
+      if (!p) DIE("malloc(%zu) returned NULL", n);
+      pat_fill(p, n, pat_seed(p, n));
+      if (i % 2) {
+        put(p, n); /* freed by the freer: remote frees into this owner's spans */
+      } else {
+        keep[k] = p;
+        keepn[k++] = n;
+      }
+    }
+    /* idle in a futex wait, where the purger may lend this owner's listed spans */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)(rng_next(&r) % 3000000);
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&m);
+    pthread_cond_timedwait(&c, &m, &until);
+    pthread_mutex_unlock(&m);
+    /* then its own frees, into spans that may have been lent (and adopted) meanwhile;
+     * the previous round's survivors keep live blocks of this owner in lent spans */
+    for (size_t i = 0; i < k; i++) {
+      if (old[i]) {
+        check_block(old[i], oldn[i], "an owner's old");
+        T_free(old[i]);
+      }
+      if (rng_next(&r) % 4 == 0) {
+        old[i] = keep[i];
+        oldn[i] = keepn[i];
+      } else {
+        old[i] = NULL;
+        check_block(keep[i], keepn[i], "an owner's");
+        T_free(keep[i]);
+      }
+    }
+    atomic_fetch_add(&rounds, 1);
+  }
+  for (size_t i = 0; i < BATCH; i++)
+    if (old[i]) {
+      check_block(old[i], oldn[i], "an owner's old");
+      T_free(old[i]);
+    }
+  return NULL;
+}
+
+/* Frees what the owners hand over, and allocates blocks of its own in between (so it
+ * adopts lent spans at its span changes and allocates next to the owners' blocks). */
+static void *freer(void *arg) {
+  (void)arg;
+  uint64_t r = 7;
+  void *mine_[64] = {0};
+  size_t minen[64] = {0};
+  for (;;) {
+    pthread_mutex_lock(&qlock);
+    while (qhead == qtail && !atomic_load(&stop)) pthread_cond_wait(&qcond, &qlock);
+    if (qhead == qtail) {
+      pthread_mutex_unlock(&qlock);
+      break;
+    }
+    struct qitem it = queue[qhead++ % QCAP];
+    pthread_cond_broadcast(&qcond);
+    pthread_mutex_unlock(&qlock);
+    check_block(it.p, it.n, "a handed-over");
+    T_free(it.p);
+    size_t j = rng_next(&r) % 64;
+    if (mine_[j]) {
+      check_block(mine_[j], minen[j], "the freer's");
+      T_free(mine_[j]);
+    }
+    minen[j] = 16 + rng_next(&r) % 497;
+    mine_[j] = T_malloc(minen[j]);
+    if (!mine_[j]) DIE("malloc(%zu) returned NULL", minen[j]);
+    pat_fill(mine_[j], minen[j], pat_seed(mine_[j], minen[j]));
+  }
+  for (size_t j = 0; j < 64; j++)
+    if (mine_[j]) {
+      check_block(mine_[j], minen[j], "the freer's");
+      T_free(mine_[j]);
+    }
+  return NULL;
+}
+
+static int run_race(void) {
+  unsigned long long lent0 = spans_lent();
+  pthread_t o[OWNERS], f;
+  pthread_create(&f, NULL, freer, NULL);
+  for (uintptr_t i = 0; i < OWNERS; i++) pthread_create(&o[i], NULL, owner, (void *)i);
+  nap_ms(1500);
+  atomic_store(&stop, true);
+  for (int i = 0; i < OWNERS; i++) pthread_join(o[i], NULL);
+  pthread_mutex_lock(&qlock);
+  pthread_cond_broadcast(&qcond);
+  pthread_mutex_unlock(&qlock);
+  pthread_join(f, NULL);
+  unsigned long long lent = spans_lent() - lent0;
+  printf("owner rounds %lu, spans lent %llu\n", atomic_load(&rounds), lent);
+  CHECK(lent > 0, "no span was lent: the race was not run");
+  return t_finish("test_lend --race");
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IONBF, 0);
+  if (argc > 1 && !strcmp(argv[1], "--control")) return run_reuse(true);
+  if (argc > 1 && !strcmp(argv[1], "--race")) return run_race();
+  if (argc > 1 && !strcmp(argv[1], "--when")) return run_when();
+  if (argc > 1) DIE("usage: test_lend [--control | --when | --race]");
+  return run_reuse(false);
+}
