@@ -603,6 +603,14 @@ static span_t *orphan_adopt(heap_t *h, unsigned cls) {
   return NULL;
 }
 
+/* A run of n slots: a free run, else one made of pooled spans that hold
+ * pages (pool_spill), else never-used slots. */
+static span_t *run_for(heap_t *h, size_t n, bool own) {
+  span_t *sp = run_get_free(n, h->id, own);
+  if (!sp && pool_spill(n, h->id)) sp = run_get_free(n, h->id, own);
+  return sp ? sp : run_get(n, h->id, own);
+}
+
 static size_t heap_sweep(heap_t *h);
 static _Atomic uint64_t stash_beat; /* the pool epoch whose stash flush has run */
 
@@ -660,7 +668,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
       return sp;
     }
   } else {
-    sp = run_get(class_slots(cls), h->id, false);
+    sp = run_for(h, class_slots(cls), false);
   }
   if (sp) {
     uint64_t bit = (uint64_t)1 << cls;
@@ -1165,7 +1173,7 @@ static void *large_place(heap_t *h, size_t n, size_t align, bool *zeroed, bool o
     *zeroed = true;
     return huge_alloc(n, align);
   }
-  span_t *sp = run_get(run_slots(need), h->id, own);
+  span_t *sp = run_for(h, run_slots(need), own);
   if (unlikely(!sp)) { /* the arena is full (a small one, under ulimit -v): a mapping of its own */
     *zeroed = true;
     return huge_alloc(n, align);

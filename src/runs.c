@@ -445,7 +445,7 @@ static bool may_fit(const shard_t *sh, unsigned b) {
  * to that shard when freed, so the thread's next buffer was cut there again,
  * between the other thread's runs, and moved at step after step (realloc at
  * two threads: in one run of four, 4-40x the time and 2-8x the peak RSS). */
-span_t *run_get(size_t n, uint32_t home, bool own) {
+static span_t *run_take(size_t n, uint32_t home, bool own, bool wild) {
   unsigned b = bin_of(n);
   shard_t *sh = &shards[home % RUN_SHARDS];
   spin_lock(&sh->lock);
@@ -464,7 +464,7 @@ span_t *run_get(size_t n, uint32_t home, bool own) {
     }
     spin_lock(&sh->lock);
   }
-  if (!sp) { /* under the lock too: our neighbours' releases read these heads */
+  if (!sp && wild) { /* under the lock too: our neighbours' releases read these heads */
     size_t i = wild_take(sh, n);
     if (i) {
       sp = claim(sh, i, n);
@@ -474,6 +474,34 @@ span_t *run_get(size_t n, uint32_t home, bool own) {
   spin_unlock(&sh->lock);
   if (sp) pool_tick(os_now_ms());
   return sp;
+}
+
+span_t *run_get(size_t n, uint32_t home, bool own) {
+  return run_take(n, home, own, true);
+}
+
+/* A free run only, never the wilderness (run_get otherwise). */
+span_t *run_get_free(size_t n, uint32_t home, bool own) {
+  return run_take(n, home, own, false);
+}
+
+/* A pooled span that holds pages, taken from the pool by pool_spill,
+ * becomes a free run of home's shard and merges with its free neighbours
+ * there; its slots are runs' slots from now on (a slot's shard is set once,
+ * as when the wilderness first cuts it). */
+void run_adopt(span_t *sp, uint32_t home) {
+  shard_t *sh = &shards[home % RUN_SHARDS];
+  size_t i = span_index(sp), n = span_nslots(sp);
+  uint64_t now = os_now_ms();
+  spin_lock(&sh->lock);
+  claim(sh, i, n);
+  sp->cls = CLS_LARGE;
+  sp->fresh = 0; /* free runs: the dirty bits */
+  sp->stamp = (uint32_t)now;
+  atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
+  freed_mark(i, n);
+  release(sh, sp);
+  spin_unlock(&sh->lock);
 }
 
 /* Takes back the run of a freed large object, or of a big class's span

@@ -13,7 +13,8 @@
  * fill their spans, so memory that blocks of one class wrote holds no
  * unused resident tail when another class takes it; with --aging (a short
  * delay), that a free run which takes in a freshly freed neighbour again and
- * again still gives back the pages that have been free a whole delay.
+ * again still gives back the pages that have been free a whole delay; with
+ * --spill, that runs take pooled spans that hold pages before fresh memory.
  * Otherwise run with a long
  * RILL_PURGE_DELAY_MS (ctest sets it), so no timed purge empties a free run
  * in the middle of a check. */
@@ -496,7 +497,35 @@ static void old_parts_go_back(void) {
   T_free(guard);
 }
 
+/* --spill, in a process of its own, with a long purge delay: 48 MiB of 1 KiB
+ * blocks (a small class: pool spans) written and freed, then 40 MiB of 5 KiB
+ * blocks (a class in runs) written. The runs must take the pooled spans,
+ * which hold pages, before never-used memory (pool_spill): without that, the
+ * 5 KiB blocks faulted in 40 MiB afresh while 48 MiB sat resident in the
+ * pool until purged. */
+static void pooled_spans_serve_runs(void) {
+  enum { N1 = 48 * 1024, N5 = 40 * 1024 / 5 };
+  char **a = (char **)xmalloc(N1 * sizeof *a);
+  for (int i = 0; i < N1; i++) touch(a[i] = xmalloc(1024), 1024, 1);
+  for (int i = 0; i < N1; i++) T_free(a[i]);
+  long f0 = minor_faults();
+  for (int i = 0; i < N5; i++) touch(a[i] = xmalloc(5 * KiB), 5 * KiB, 2);
+  long faults = minor_faults() - f0, fresh = (long)N5 * 5 * KiB / 4096;
+  printf("  %-38s %ld minor faults for 40 MiB of 5 KiB blocks (%ld if all fresh)\n",
+         "pooled spans serve runs", faults, fresh);
+  CHECK(faults < fresh / 4,
+        "%ld minor faults for 40 MiB of 5 KiB blocks after 48 MiB of 1 KiB blocks were freed: "
+        "the pooled spans' pages were not reused",
+        faults);
+  for (int i = 0; i < N5; i++) T_free(a[i]);
+  T_free(a);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--spill")) {
+    pooled_spans_serve_runs();
+    return t_finish("test_runs --spill");
+  }
   if (argc > 1 && !strcmp(argv[1], "--aging")) {
     old_parts_go_back();
     return t_finish("test_runs --aging");
