@@ -6,6 +6,8 @@
 #   bench/run.sh --soak SECONDS     only the soak benchmark, SECONDS per allocator, 4 threads
 #   bench/run.sh --hugepages        sizes and locality, huge-page options off and on
 #   bench/run.sh --syscalls         bench_churn under strace: mmap/munmap/madvise counts
+#   bench/run.sh --real [--reps N]  real programs (RocksDB, redis, sqlite3, Lua, python3;
+#                                   bench/real.py), installed with apt-get when root
 #
 # Environment: RILL_BUILD_DIR (default: build), RILL_BUILD_JOBS (default: 2).
 # Exit status: run.py's (0 = the suite ran; see run.py), or 4 if the project
@@ -20,10 +22,12 @@ venv="$here/.venv"
 
 bench_only=0
 syscalls=0
+real=0
 args=()
 for arg in "$@"; do
   case "$arg" in
     --bench-only) bench_only=1 ;;
+    --real) real=1 ;;
     --syscalls) syscalls=1; args+=("$arg") ;;
     -h|--help)
       sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
@@ -59,6 +63,13 @@ have_lib libmimalloc.so.2 || need+=(libmimalloc2.0)
 have_lib libtbbmalloc.so.2 || need+=(libtbbmalloc2)
 command -v valgrind >/dev/null || need+=(valgrind)
 if [ "$syscalls" = 1 ] && ! command -v strace >/dev/null; then need+=(strace); fi
+if [ "$real" = 1 ]; then # the real programs' packages (bench/real.py)
+  command -v cache_bench >/dev/null || need+=(rocksdb-tools)
+  command -v redis-server >/dev/null || need+=(redis-server)
+  command -v redis-benchmark >/dev/null || need+=(redis-tools)
+  command -v sqlite3 >/dev/null || need+=(sqlite3)
+  command -v lua5.4 >/dev/null || need+=(lua5.4)
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing ${need[*]}"
@@ -91,6 +102,10 @@ if [ "$bench_only" = 1 ] || [ "$build_failed" = 1 ]; then
 fi
 
 # 3. Run.
+if [ "$real" = 1 ]; then
+  [ "$build_failed" = 0 ] || { echo "error: --real needs the project built" >&2; exit 4; }
+  exec "$python" "$here/real.py" --build-dir "$build" ${args[@]+"${args[@]}"}
+fi
 if [ "$build_failed" = 1 ]; then
   args+=(--no-rill "the project did not build")
 fi

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Runs real programs under each allocator: what the papers' synthetic benchmarks
+(run.py) cannot show. Each workload is a program Debian ships, run with the allocator
+preloaded (the C library's own is preloaded too, as "glibc", so a program linked with
+another allocator, such as Debian's redis with jemalloc, really runs on it); missing
+programs are skipped with the package to install. Measured per run, through run.py's
+launcher: wall, user and sys time, peak RSS; workloads that report a rate (requests or
+operations per second) give it as their metric. The median of --reps runs is reported,
+with each allocator's ratio to the best. Results go to
+bench/results/real-<timestamp>/results.json and summary.md.
+
+  python3 bench/real.py [--reps N] [--only a,b] [--allocators a,b] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as suite  # noqa: E402  (the comparison driver: allocators, launcher, tables)
+
+REAL_DIR = suite.BENCH_DIR / "real"
+DEFAULT_ALLOCATORS = ["rill", "glibc", "jemalloc", "tcmalloc", "mimalloc", "tbbmalloc"]
+
+
+@dataclass
+class Workload:
+    name: str
+    what: str
+    program: str  # looked up on PATH
+    package: str  # Debian package providing it
+    argv: Callable[[Path], list[str]]  # given a scratch directory
+    env: dict = field(default_factory=dict)
+    rate: Optional[str] = None  # regex whose group 1 is the rate, from stdout; else time
+    unit: str = "s"
+
+
+WORKLOADS = [
+    Workload("cache_bench", "RocksDB's sharded LRU cache, 4 threads, 1 KiB values in 64 MiB; "
+             "the main thread fills it, then waits while the workers evict and insert",
+             "cache_bench", "rocksdb-tools",
+             lambda d: ["cache_bench", "-threads=4", "-ops_per_thread=500000",
+                        "-cache_size=67108864", "-value_bytes=1024"],
+             rate=r"Rough parallel ops/sec = ([0-9.]+)", unit="ops/s"),
+    Workload("cache_bench-1", "the same with one worker and 256-byte values",
+             "cache_bench", "rocksdb-tools",
+             lambda d: ["cache_bench", "-threads=1", "-ops_per_thread=1000000",
+                        "-cache_size=67108864", "-value_bytes=256"],
+             rate=r"Rough parallel ops/sec = ([0-9.]+)", unit="ops/s"),
+    Workload("db_bench", "RocksDB: 4 threads fill 100,000 random keys (100-byte values, no "
+             "WAL, no compression), then read them at random; the database in a scratch "
+             "directory", "db_bench", "rocksdb-tools",
+             lambda d: ["db_bench", "--benchmarks=fillrandom,readrandom", "--num=100000",
+                        "--threads=4", "--value_size=100", "--compression_type=none",
+                        "--disable_wal=1", f"--db={d}/db"]),
+    Workload("redis", "a redis server over a unix socket: SET, GET, LPUSH, LPOP, SADD, HSET, "
+             "ZADD, 300,000 each, 16 pipelined, 64-byte values over 100,000 keys "
+             "(bench/real/redis.sh; the client runs on glibc; peak RSS is the server's)",
+             "redis-server", "redis-server redis-tools",
+             lambda d: ["bash", str(REAL_DIR / "redis.sh"), "300000"], unit="req/s"),
+    Workload("sqlite", "sqlite3, an in-memory database: 300,000 rows inserted, indexed, "
+             "grouped, updated, half deleted, copied and vacuumed (bench/real/sqlite.sql)",
+             "sqlite3", "sqlite3",
+             lambda d: ["sh", "-c", f'exec sqlite3 :memory: < "{REAL_DIR / "sqlite.sql"}"']),
+    Workload("lua", "Lua 5.4: tables and strings built and collected "
+             "(bench/real/tables.lua)", "lua5.4", "lua5.4",
+             lambda d: ["lua5.4", str(REAL_DIR / "tables.lua")]),
+    Workload("python", "python3 with PYTHONMALLOC=malloc: dicts and lists to JSON and "
+             "back, sorted (bench/real/objects.py)", "python3", "python3",
+             lambda d: ["python3", str(REAL_DIR / "objects.py")],
+             env={"PYTHONMALLOC": "malloc"}),
+]
+
+
+def libc_path() -> Optional[Path]:
+    for d in suite.library_dirs():
+        p = d / "libc.so.6"
+        if p.exists():
+            return p
+    return None
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="Run real programs under each allocator.")
+    p.add_argument("--reps", type=int, default=3, help="runs per allocator (default 3)")
+    p.add_argument("--only", help="comma-separated workloads")
+    p.add_argument("--allocators", help="comma-separated allocators (default: "
+                   + ",".join(DEFAULT_ALLOCATORS) + ")")
+    p.add_argument("--build-dir", type=Path, default=suite.REPO_DIR / "build")
+    p.add_argument("--out", type=Path, help="results directory "
+                   "(default bench/results/real-<timestamp>)")
+    p.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    p.add_argument("--list", action="store_true", help="list the workloads and exit")
+    return p.parse_args(argv)
+
+
+def fmt(v: Optional[float], unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "s":
+        return f"{v:.2f} s"
+    return f"{v / 1e6:.2f} M" if v >= 1e6 else f"{v / 1e3:.1f} k"
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv if argv is not None else sys.argv[1:])
+    if a.list:
+        for w in WORKLOADS:
+            print(f"{w.name:14} {w.what}")
+        return 0
+    launcher = a.build_dir / "bench" / "bench_launch"
+    if not launcher.exists():
+        print(f"error: {suite.rel(launcher)} not built (bash bench/run.sh --bench-only)",
+              file=sys.stderr)
+        return 2
+    found = suite.discover_allocators(a.build_dir)
+    names = a.allocators.split(",") if a.allocators else DEFAULT_ALLOCATORS
+    allocs = []
+    for n in names:
+        if n not in found:
+            print(f"error: unknown allocator {n}", file=sys.stderr)
+            return 2
+        al = found[n]
+        if not al.available:
+            print(f"note: {n} skipped: {al.note}")
+            continue
+        if n == "glibc":  # first in the lookup order, ahead of a malloc the program links
+            libc = libc_path()
+            if libc is not None:
+                al = suite.Allocator("glibc", "system", lib=libc)
+        allocs.append(al)
+    works = WORKLOADS
+    if a.only:
+        want = a.only.split(",")
+        works = [w for w in WORKLOADS if w.name in want]
+        if len(works) != len(want):
+            print(f"error: unknown workload in {a.only} (--list)", file=sys.stderr)
+            return 2
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = a.out or suite.BENCH_DIR / "results" / f"real-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+    info = suite.machine_info()
+    records, skipped = [], []
+    scratch_root = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    for w in works:
+        if shutil.which(w.program) is None:
+            skipped.append(f"{w.name}: {w.program} not found (apt-get install {w.package})")
+            print(f"note: {skipped[-1]}")
+            continue
+        for rep in range(a.reps):
+            for al in allocs:  # interleaved, so drift in the machine hits all alike
+                run_al = suite.Allocator(al.name, al.kind, lib=al.lib, env={**al.env, **w.env})
+                with tempfile.TemporaryDirectory(prefix="rill-real-", dir=scratch_root) as d:
+                    cmd = w.argv(Path(d))
+                    cmd[0] = shutil.which(cmd[0]) or cmd[0]  # the launcher execs a path
+                    o = suite.run_measured(launcher, cmd, run_al, a.timeout)
+                ok = o.status == "ok" or (o.status == "no-result" and not o.error.startswith(
+                    "exit") and o.peak_rss_kib is not None)
+                value, rss = None, o.peak_rss_kib
+                if ok and w.rate:
+                    m = re.search(w.rate, o.stdout)
+                    value = float(m.group(1)) if m else None
+                elif ok and o.result:
+                    value = suite.num(o.result.get("value"))
+                    rss = int(o.result.get("server_rss_kib", rss or 0)) or rss
+                elif ok:
+                    value = o.wall_s
+                status = "ok" if ok and value is not None else (o.status if not ok else
+                                                                "no-rate")
+                records.append({"benchmark": w.name, "allocator": al.name, "repetition": rep,
+                                "metric": "time" if w.unit == "s" else "rate", "unit": w.unit,
+                                "value": value, "peak_rss_kib": rss, "user_s": o.user_s,
+                                "sys_s": o.sys_s, "wall_s": o.wall_s, "status": status,
+                                "error": o.error})
+                print(f"{w.name:14} {al.name:10} rep {rep + 1}: {fmt(value, w.unit):>10}  "
+                      f"{(rss or 0) / 1024:7.1f} MiB  {status}", flush=True)
+    (out / "results.json").write_text(json.dumps({"machine": info, "records": records},
+                                                 indent=1))
+    lines = summary(works, allocs, records, info, skipped, a.reps)
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"\nresults: {suite.rel(out)}")
+    bad = [r for r in records if r["status"] != "ok" and r["allocator"] in ("rill", "glibc")]
+    return 1 if bad else 0
+
+
+def summary(works, allocs, records, info, skipped, reps) -> list[str]:
+    lines = ["# rill on real programs", "",
+             f"Machine: {info['cpus']} CPUs, {info['cpu']}, kernel {info['kernel']}; commit "
+             f"{info['commit']}; load {info['loadavg_start']:.2f} at the start. Median of "
+             f"{reps} runs each, allocators interleaved; in parentheses the ratio to the best "
+             "(time and peak RSS: lower is better; rates: higher is better).", ""]
+    for w in works:
+        recs = [r for r in records if r["benchmark"] == w.name]
+        if not recs:
+            continue
+        med = {}
+        for al in allocs:
+            rs = [r for r in recs if r["allocator"] == al.name and r["status"] == "ok"]
+            med[al.name] = (statistics.median([r["value"] for r in rs]) if rs else None,
+                            statistics.median([r["peak_rss_kib"] for r in rs]) if rs else None,
+                            len([r for r in recs if r["allocator"] == al.name]) - len(rs))
+        vals = [v for v, _, _ in med.values() if v]
+        rsss = [m for _, m, _ in med.values() if m]
+        best = (max(vals) if w.unit != "s" else min(vals)) if vals else None
+        best_rss = min(rsss) if rsss else None
+        rows = []
+        for al in allocs:
+            v, m, failed = med[al.name]
+            rel = (best / v if w.unit != "s" else v / best) if v and best else None
+            rows.append([al.name, fmt(v, w.unit) + (f" ({rel:.2f}x)" if rel else ""),
+                         (f"{m / 1024:.1f} ({m / best_rss:.2f}x)" if m and best_rss else "-"),
+                         str(failed) if failed else ""])
+        lines += [f"## {w.name}", "", w.what + ".", ""]
+        head = "time" if w.unit == "s" else w.unit
+        lines += suite.md_table(["allocator", head, "peak RSS (MiB)", "failed runs"], rows)
+        lines.append("")
+    if skipped:
+        lines += ["Skipped: " + "; ".join(skipped) + "."]
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())
