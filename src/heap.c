@@ -1221,4 +1221,9 @@ void heap_fork_parent(void) {
 void heap_fork_child(void) {
   heaps_lock_all(false);
   atomic_store_explicit(&backing_lock, 0, RLX);
+  /* the forking thread has a new id here: lending looks it up by id (a
+   * pre-forked server's worker waits in its event loop) */
+  heap_t *h = rill_tls;
+  if (h != &rill_empty_heap && h != &rill_done_heap)
+    atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX);
 }

@@ -8,10 +8,12 @@
  *              worker's blocks are all fresh (the default mode's check can fail)
  *   --when     lent only while the owner waits in a futex: not while it runs, nor while it
  *              sleeps in nanosleep (a wait a signal handler may make in the middle of a free)
+ *   --fork     the default check in a child of fork, whose thread has a new id
  *   --race     owners that allocate, hand half their blocks to a freer, nap in a timed
  *              condition wait (where they may be lent) and free the rest, for 1.5 s;
  *              every block's contents are checked, and spans must have been lent */
 #include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "rill_test.h"
@@ -357,6 +359,17 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--control")) return run_reuse(true);
   if (argc > 1 && !strcmp(argv[1], "--race")) return run_race();
   if (argc > 1 && !strcmp(argv[1], "--when")) return run_when();
-  if (argc > 1) DIE("usage: test_lend [--control | --when | --race]");
+  if (argc > 1 && !strcmp(argv[1], "--fork")) { /* the same in a child of fork */
+    void *keep = T_malloc(64);                  /* the parent's thread has a heap before the fork */
+    pid_t pid = fork();
+    if (pid < 0) DIE("fork failed");
+    if (pid == 0) _exit(run_reuse(false));
+    int st = 0;
+    waitpid(pid, &st, 0);
+    T_free(keep);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked child's lending failed");
+    return t_finish("test_lend --fork");
+  }
+  if (argc > 1) DIE("usage: test_lend [--control | --when | --race | --fork]");
   return run_reuse(false);
 }
