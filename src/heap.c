@@ -651,13 +651,11 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
     if (sp && (++h->stash_pops & 31) == 0) pool_tick(os_now_ms());
     /* the pool, then other heaps' stashes, before fresh memory */
     bool stashed = sp != NULL;
+    if (!sp) purger_kick(); /* memory from elsewhere: idle owners' spans may do next */
     if (!sp && !(sp = pool_take(o))) {
       sp = stash_steal(h, o);
       stashed = sp != NULL;
-      if (!sp) {
-        purger_kick(); /* idle owners' spans for the next span changes */
-        sp = pool_fresh(o, &h->chunk);
-      }
+      if (!sp) sp = pool_fresh(o, &h->chunk);
     }
     /* back for its own class with its lists whole: the frees linked every
      * block already, so nothing is formatted or carved again (threadtest
@@ -1061,7 +1059,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
   spin_unlock(&h->lock);
   if (!any) return 0;
   if (!os_thread_waiting(tid, &before)) {
-    atomic_store_explicit(&h->lend_seen, pool_epoch(), RLX); /* busy: not again this beat */
+    atomic_store_explicit(&h->lend_seen, os_now_ms(), RLX); /* busy: not again for a while */
     *busy = true;
     return 0;
   }
@@ -1113,13 +1111,18 @@ uint64_t heap_spans_lent(void) {
   return atomic_load_explicit(&spans_lent, RLX);
 }
 
+/* An owner found running is not looked at again for this long (a clock
+ * time, not the purge beat: the beat moves only with pool activity, and a
+ * program that allocates from fresh memory alone left it standing). */
+#define LEND_RECHECK_MS 20
+
 /* The purger's look at the heaps: lends the listed spans of every idle
  * owner. A kick looks only at heaps hinted since (a remote free gave one of
  * their listed spans room), a beat at all (`all`). An owner found running
- * keeps its hint but is not looked at again until the next beat. Returns
+ * keeps its hint but is not looked at again for LEND_RECHECK_MS. Returns
  * the spans lent. */
 size_t heap_lend_idle(bool all) {
-  uint64_t e = pool_epoch();
+  uint64_t now = os_now_ms();
   size_t n = 0;
   bool busy = false;
   atomic_store_explicit(&lend_hint, 0, RLX);
@@ -1130,7 +1133,7 @@ size_t heap_lend_idle(bool all) {
     heap_t *h = &heaps[i];
     if (!atomic_load_explicit(&h->live, ACQ) || (!all && !atomic_load_explicit(&h->lend_hint, RLX)))
       continue;
-    if (atomic_load_explicit(&h->lend_seen, RLX) == e) {
+    if (now - atomic_load_explicit(&h->lend_seen, RLX) < LEND_RECHECK_MS) {
       busy = busy || atomic_load_explicit(&h->lend_hint, RLX);
       continue;
     }

@@ -469,7 +469,7 @@ typedef struct heap {
                                           * span change */
   uint32_t id;
   _Atomic int32_t tid;        /* the owner's thread id, for heap_lend_idle's look at it */
-  _Atomic uint64_t lend_seen; /* pool_epoch() when heap_lend_idle last found the owner busy */
+  _Atomic uint64_t lend_seen; /* os_now_ms() when heap_lend_idle last found the owner busy */
   _Atomic uint32_t lend_hint; /* a remote free gave a listed span room since the last look */
   _Atomic uint64_t swept;     /* pool_epoch() at the owner's last sweep of its lists (the
                                * purger reads it: heap_sweep_all) */

@@ -104,8 +104,8 @@ void purger_start_slow(void) {
     purger_create();
 }
 
-/* A thread is about to take never-used memory while its own lists, the
- * orphanage and the pool have no span for it: spans an idle owner holds
+/* A thread is about to take a span from the pool or never-used memory (its
+ * own lists, the orphanage and its stash have none): spans an idle owner holds
  * with room (heap_lend_idle) would do, and waiting for the purger's next
  * beat let a burst fault in tens of MiB meanwhile (RocksDB's cache_bench:
  * its main thread's spans filled with evictions while four workers grew).
@@ -122,10 +122,11 @@ void purger_kick(void) {
   uint64_t now = os_now_ms(), prev = atomic_load_explicit(&last, RLX);
   if (now < prev + 4 || !atomic_compare_exchange_strong_explicit(&last, &prev, now, RLX, RLX))
     return;
-  if (atomic_exchange_explicit(&kicked, 1, REL) == 0) {
-    os_wake(&kicked);
-    pool_pages_arrived(); /* out of its wait for pooled pages, too */
-  }
+  if (atomic_exchange_explicit(&kicked, 1, REL) == 0) os_wake(&kicked);
+  /* out of its wait for pooled pages, too, even if an earlier kick is still
+   * pending: one that came while it settled would otherwise leave it asleep
+   * there with the kick unread */
+  pool_pages_arrived();
 }
 
 /* The child of fork has no purger. Asked for with RILL_PURGE_THREAD=1, it
