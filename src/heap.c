@@ -651,12 +651,14 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
     if (sp && (++h->stash_pops & 31) == 0) pool_tick(os_now_ms());
     /* the pool, then other heaps' stashes, before fresh memory */
     bool stashed = sp != NULL;
-    if (!sp) purger_kick(); /* memory from elsewhere: idle owners' spans may do next */
     if (!sp && !(sp = pool_take(o))) {
       sp = stash_steal(h, o);
       stashed = sp != NULL;
       if (!sp) sp = pool_fresh(o, &h->chunk);
     }
+    /* never-used memory, from the pool or the chunk: idle owners' spans may
+     * do for the next span changes */
+    if (sp && sp->fresh) purger_kick();
     /* back for its own class with its lists whole: the frees linked every
      * block already, so nothing is formatted or carved again (threadtest
      * 0.88-0.94x the time). A span from the pool may carry a stale `whole`
