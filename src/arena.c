@@ -146,12 +146,6 @@ bool os_thread_waiting(int tid, uint64_t *switches) {
   }
 }
 
-void os_sleep_ms(uint32_t ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 uint64_t os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

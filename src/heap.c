@@ -604,11 +604,13 @@ static span_t *orphan_adopt(heap_t *h, unsigned cls) {
 }
 
 /* A run of n slots: a free run, else one made of pooled spans that hold
- * pages (pool_spill), else never-used slots. */
+ * pages (pool_spill), else never-used slots (run_get tries the free runs
+ * again before it cuts the wilderness). */
 static span_t *run_for(heap_t *h, size_t n, bool own) {
   span_t *sp = run_get_free(n, h->id, own);
-  if (!sp && pool_spill(n, h->id)) sp = run_get_free(n, h->id, own);
-  return sp ? sp : run_get(n, h->id, own);
+  if (sp) return sp;
+  pool_spill(n, h->id);
+  return run_get(n, h->id, own);
 }
 
 static size_t heap_sweep(heap_t *h);
@@ -1022,9 +1024,10 @@ size_t heap_sweep_all(bool idle_only) {
  * `attached` is cleared, with no context switch in between. When it wakes it
  * sees the spans unattached, so its frees into them take the slow path
  * (and adopt them back, if still orphans). Only the purger thread lends:
- * on each beat, and when a thread is about to take fresh memory while some
- * remote free has given a listed span room since (purger_kick). Waiting for
- * the beat let cache_bench's workers fault in 50 MiB first. */
+ * on each beat, and when a thread has just taken a span of never-used or
+ * purged memory while some remote free has given a listed span room since
+ * (purger_kick). Waiting for the beat let cache_bench's workers fault in 50
+ * MiB first. */
 static bool lendable(const span_t *sp) {
   return XF_STATE(atomic_load_explicit(&sp->xf, RLX)) == ST_LISTED &&
          listed_room(sp) >= span_reuse_mark(sp);
@@ -1143,7 +1146,7 @@ size_t heap_lend_idle(bool all) {
     atomic_thread_fence(memory_order_seq_cst); /* a later free's hint is not lost */
     bool ran = false;
     n += heap_lend(h, atomic_load_explicit(&h->tid, RLX), &ran);
-    if (ran) { /* look again at a kick on a later beat: it may wait by then */
+    if (ran) { /* look again at a kick after LEND_RECHECK_MS: it may wait by then */
       atomic_store_explicit(&h->lend_hint, 1, RLX);
       busy = true;
     }

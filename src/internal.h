@@ -172,7 +172,8 @@ static inline void used_set(span_t *sp, uint32_t n) {
 #endif
 /* heap_lend_idle moves an owner's spans once it has seen the owner asleep in
  * the kernel, which orders the owner's earlier plain writes before the move;
- * ThreadSanitizer cannot see that, so TSan builds say it (owner_sync). */
+ * ThreadSanitizer cannot see that, so TSan builds say it (owner_release in the free fast path,
+ * owner_acquire in the lender); other builds compile both to nothing. */
 #ifdef RILL_TSAN
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
@@ -321,7 +322,6 @@ void arena_fork_child(void) INTERNAL;
 void os_purge(void *p, size_t n) INTERNAL;
 void os_purge_lazy(void *p, size_t n) INTERNAL;
 uint64_t os_now_ms(void) INTERNAL;
-void os_sleep_ms(uint32_t ms) INTERNAL;
 void os_wait(_Atomic uint32_t *w, uint32_t v) INTERNAL;
 void os_wait_ms(_Atomic uint32_t *w, uint32_t v, uint32_t ms) INTERNAL;
 void os_wake(_Atomic uint32_t *w) INTERNAL;

@@ -23,8 +23,8 @@ static void *purger_main(void *arg) {
   uint32_t d = rill_opt.purge_delay, step = d / 4 > 10 ? d / 4 : 10;
   for (;;) {
     pool_wait_pages();
-    /* a beat's nap, cut short to lend when a thread is about to take fresh
-     * memory (purger_kick) */
+    /* a beat's nap, cut short to lend when a thread has just taken a span
+     * of never-used memory (purger_kick) */
     uint64_t now = os_now_ms(), until = now + step;
     for (; now < until; now = os_now_ms()) {
       os_wait_ms(&kicked, 0, (uint32_t)(until - now));
@@ -104,12 +104,13 @@ void purger_start_slow(void) {
     purger_create();
 }
 
-/* A thread is about to take a span from the pool or never-used memory (its
- * own lists, the orphanage and its stash have none): spans an idle owner holds
- * with room (heap_lend_idle) would do, and waiting for the purger's next
- * beat let a burst fault in tens of MiB meanwhile (RocksDB's cache_bench:
- * its main thread's spans filled with evictions while four workers grew).
- * At most one kick per 4 ms; a futex wake only while the purger naps. */
+/* A thread has just taken a span of never-used or purged memory (its own
+ * lists, the orphanage and its stash had none): spans an idle owner holds
+ * with room (heap_lend_idle) would do for its next ones, and waiting for the
+ * purger's next beat let a burst fault in tens of MiB meanwhile (RocksDB's
+ * cache_bench: its main thread's spans filled with evictions while four
+ * workers grew). Only after a remote free gave some listed span room
+ * (lend_hint), and at most once per 4 ms. */
 void purger_kick(void) {
   static _Atomic uint64_t last;
   if (!atomic_load_explicit(&lend_hint, RLX)) return; /* no span listed for an owner since */
