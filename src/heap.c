@@ -610,6 +610,7 @@ static span_t *run_for(heap_t *h, size_t n, bool own) {
   span_t *sp = run_get_free(n, h->id, own);
   if (sp) return sp;
   pool_spill(n, h->id);
+  pool_purge_stale(); /* the wilderness next, maybe: growing */
   return run_get(n, h->id, own);
 }
 
@@ -656,7 +657,10 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
     if (!sp && !(sp = pool_take(o))) {
       sp = stash_steal(h, o);
       stashed = sp != NULL;
-      if (!sp) sp = pool_fresh(o, &h->chunk);
+      if (!sp) {
+        pool_purge_stale(); /* growing */
+        sp = pool_fresh(o, &h->chunk);
+      }
     }
     /* never-used memory, from the pool or the chunk: idle owners' spans may
      * do for the next span changes */

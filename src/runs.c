@@ -678,6 +678,16 @@ size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
   return bytes;
 }
 
+/* The growth purge's part (pool_purge_stale): free runs whole since
+ * `cutoff` give their pages back now, a batch per shard. */
+size_t runs_purge_stale(uint32_t cutoff) {
+  size_t bytes = 0, left;
+  for (unsigned k = 0; k < RUN_SHARDS; k++)
+    if (atomic_load_explicit(&shards[k].nonempty, RLX))
+      bytes += shard_purge(&shards[k], cutoff, true, &left);
+  return bytes;
+}
+
 void runs_fork_prepare(void) {
   for (unsigned k = 0; k < RUN_SHARDS; k++) spin_lock(&shards[k].lock);
 }

@@ -14,7 +14,9 @@
  * unused resident tail when another class takes it; with --aging (a short
  * delay), that a free run which takes in a freshly freed neighbour again and
  * again still gives back the pages that have been free a whole delay; with
- * --spill, that runs take pooled spans that hold pages before fresh memory.
+ * --spill, that runs take pooled spans that hold pages before fresh memory;
+ * with --stale, that a program taking never-used memory first gives back
+ * the free runs unused a quarter delay, not those freed just now.
  * Otherwise run with a long
  * RILL_PURGE_DELAY_MS (ctest sets it), so no timed purge empties a free run
  * in the middle of a check. */
@@ -521,10 +523,65 @@ static void pooled_spans_serve_runs(void) {
   T_free(a);
 }
 
+/* Whether every page of p .. p + n holds v where touch wrote it. */
+static bool pages_hold(const char *p, size_t n, char v) {
+  bool ok = p[n - 1] == v;
+  for (size_t off = 0; off < n; off += 4096) ok = ok && p[off] == v;
+  return ok;
+}
+
+/* --stale, in a process of its own, with RILL_PURGE_DELAY_MS=4000: a
+ * program that takes never-used memory gives back the free runs that have
+ * sat unused a quarter delay (1 s here) first (pool_purge_stale), and keeps
+ * those freed just now. A 24 MiB block written and freed, then 2 MiB of
+ * 64 B blocks, when the purge's look (once per eighth delay) is due: the
+ * block, allocated again, must find its pages still there (few faults). Freed again and left 1.5 s, well inside the delay, then
+ * 16 MiB of 64 B blocks: RSS must fall (the 24 MiB went back as the 16
+ * came in); without the growth purge it rose by 16 MiB. (24 MiB: a run;
+ * from LARGE_MAX up a block is mapped on its own.) */
+static void stale_runs_go_back(void) {
+  enum { N = 2 * 1024 * 1024 / 64, M = 16 * 1024 * 1024 / 64 };
+  char **a = (char **)xmalloc((N + M) * sizeof *a);
+  memset(a, 0, (N + M) * sizeof *a); /* its pages are not what is counted */
+  struct timespec eighth = {0, 600000000}, quarter = {1, 500000000};
+  char *big = xmalloc(24 * MiB);
+  touch(big, 24 * MiB, 1);
+  CHECK(pages_hold(big, 24 * MiB, 1), "a 24 MiB block lost what was written to it");
+  nanosleep(&eighth, NULL); /* the growth purge looks once per eighth delay: due now */
+  T_free(big);
+  for (int i = 0; i < N; i++) touch(a[i] = xmalloc(64), 64, 1);
+  long f0 = minor_faults();
+  char *again = xmalloc(24 * MiB);
+  touch(again, 24 * MiB, 2);
+  long faults = minor_faults() - f0;
+  CHECK(pages_hold(again, 24 * MiB, 2), "a 24 MiB block lost what was written to it");
+  CHECK(faults < (long)(24 * MiB / 4096 / 4),
+        "a 24 MiB block freed just before 2 MiB of 64 B blocks came in faulted %ld pages when "
+        "allocated again: its free run was purged young",
+        faults);
+  T_free(again);
+  long rss0 = rss_kib(); /* before the nap: reading it may take a span */
+  nanosleep(&quarter, NULL);
+  for (int i = N; i < N + M; i++) touch(a[i] = xmalloc(64), 64, 3);
+  long rss1 = rss_kib();
+  printf("  %-38s RSS %ld -> %ld KiB for 16 MiB of 64 B blocks, 1.5 s after 24 MiB was freed\n",
+         "stale free runs go back first", rss0, rss1);
+  CHECK(rss1 < rss0,
+        "RSS %ld -> %ld KiB for 16 MiB of 64 B blocks after a 24 MiB block had sat free 1.5 s "
+        "(a quarter delay is 1 s): the free run was not purged as the program grew",
+        rss0, rss1);
+  for (int i = 0; i < N + M; i++) T_free(a[i]);
+  T_free(a);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--spill")) {
     pooled_spans_serve_runs();
     return t_finish("test_runs --spill");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--stale")) {
+    stale_runs_go_back();
+    return t_finish("test_runs --stale");
   }
   if (argc > 1 && !strcmp(argv[1], "--aging")) {
     old_parts_go_back();
