@@ -535,8 +535,8 @@ static bool pages_hold(const char *p, size_t n, char v) {
  * sat unused a quarter delay (1 s here) first (pool_purge_stale), and keeps
  * those freed just now. A 24 MiB block written and freed, then 2 MiB of
  * 64 B blocks, when the purge's look (once per eighth delay) is due: the
- * block, allocated again, must find its pages still there (few faults). Freed again and left 1.5 s, well inside the delay, then
- * 16 MiB of 64 B blocks: RSS must fall (the 24 MiB went back as the 16
+ * block, allocated again, must find its pages still there (few faults). Freed again and left 1.5 s,
+ * well inside the delay, then 16 MiB of 64 B blocks: RSS must fall (the 24 MiB went back as the 16
  * came in); without the growth purge it rose by 16 MiB. (24 MiB: a run;
  * from LARGE_MAX up a block is mapped on its own.) */
 static void stale_runs_go_back(void) {
