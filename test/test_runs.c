@@ -530,15 +530,16 @@ static bool pages_hold(const char *p, size_t n, char v) {
   return ok;
 }
 
-/* --stale, in a process of its own, with RILL_PURGE_DELAY_MS=4000: a
- * program that takes never-used memory gives back the free runs that have
- * sat unused a quarter delay (1 s here) first (pool_purge_stale), and keeps
- * those freed just now. A 24 MiB block written and freed, then 2 MiB of
- * 64 B blocks, when the purge's look (once per eighth delay) is due: the
- * block, allocated again, must find its pages still there (few faults). Freed again and left 1.5 s,
- * well inside the delay, then 16 MiB of 64 B blocks: RSS must fall (the 24 MiB went back as the 16
- * came in); without the growth purge it rose by 16 MiB. (24 MiB: a run;
- * from LARGE_MAX up a block is mapped on its own.) */
+/* --stale, in a process of its own, with RILL_PURGE_DELAY_MS=4000: a program
+ * that takes never-used memory gives back the free runs that have sat unused
+ * a quarter delay (1 s here) first (pool_purge_stale), and keeps those freed
+ * just now. A 24 MiB block written and freed, then 2 MiB of 64 B blocks,
+ * when the purge's look (once per eighth delay) is due: the block, allocated
+ * again, must find its pages still there (few faults). Freed again and left
+ * 1.5 s, well inside the delay, then 16 MiB of 64 B blocks: RSS must fall
+ * (the 24 MiB went back as the 16 came in); without the growth purge it rose
+ * by 16 MiB. (24 MiB: a run; from LARGE_MAX up a block is mapped on its
+ * own.) */
 static void stale_runs_go_back(void) {
   enum { N = 2 * 1024 * 1024 / 64, M = 16 * 1024 * 1024 / 64 };
   char **a = (char **)xmalloc((N + M) * sizeof *a);
