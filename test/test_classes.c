@@ -1,0 +1,44 @@
+/* test_classes.c - proves the size-class table (size_class and class_size in
+ * src/internal.h): every request from 1 B to the largest class maps to the
+ * smallest class that holds it; classes grow strictly and, from 16 B, are
+ * multiples of 16; no class wastes more than 25% of a request over 64 B;
+ * every power of two is a class; and a power of two from 1 to 4 KiB plus up
+ * to an eighth of it (a page and its header) rounds to 9/8 of the power. */
+#include "internal.h"
+#include "rill_test.h"
+
+int main(void) {
+  for (unsigned c = 1; c < NCLASSES; c++)
+    CHECK(class_size(c) > class_size(c - 1), "class %u (%zu B) not above class %u (%zu B)", c,
+          class_size(c), c - 1, class_size(c - 1));
+  CHECK(class_size(NCLASSES - 1) == CLASS_MAX, "the last class is %zu B, want %zu",
+        class_size(NCLASSES - 1), CLASS_MAX);
+  for (unsigned c = 1; c < NCLASSES; c++)
+    CHECK(class_size(c) % 16 == 0, "class %u (%zu B) is not a multiple of 16", c, class_size(c));
+  unsigned bad = 0;
+  for (size_t n = 1; n <= CLASS_MAX && bad < 5; n++) {
+    unsigned c = size_class(n);
+    size_t sz = c < NCLASSES ? class_size(c) : 0;
+    bool ok = c < NCLASSES && sz >= n && (c == 0 || class_size(c - 1) < n) &&
+              (n <= 64 || (sz - n) * 4 <= n);
+    if (!ok) {
+      FAIL("%zu B maps to class %u (%zu B): not the smallest class that holds it, or over 25%% "
+           "waste",
+           n, c, sz);
+      bad++;
+    }
+  }
+  for (size_t p = 8; p <= CLASS_MAX; p *= 2)
+    CHECK(class_size(size_class(p)) == p, "%zu B, a power of two, rounds to %zu", p,
+          class_size(size_class(p)));
+  for (size_t p = 1024; p <= 4096; p *= 2)
+    for (size_t d = 1; d <= p / 8; d++)
+      if (class_size(size_class(p + d)) != p + p / 8) {
+        FAIL("%zu B (%zu + %zu) rounds to %zu, want %zu", p + d, p, d,
+             class_size(size_class(p + d)), p + p / 8);
+        break;
+      }
+  printf("  %u classes, 8 B .. %zu KiB: each request in its smallest class\n", NCLASSES,
+         CLASS_MAX / 1024);
+  return t_finish("test_classes");
+}
