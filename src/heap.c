@@ -669,7 +669,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
      * block already, so nothing is formatted or carved again (threadtest
      * 0.88-0.94x the time). A span from the pool may carry a stale `whole`
      * from an earlier stay in a stash: it is formatted afresh. */
-    if (stashed && sp->cls == cls && sp->whole) {
+    if (stashed && sp->cls == cls && sp->whole && span_list_ordered(sp)) {
       span_rewarm(sp, h);
       return sp;
     }

@@ -419,6 +419,7 @@ uint64_t pool_epoch(void) INTERNAL;
 /* ---- spans (span.c) ----------------------------------------------------- */
 void span_init_class(span_t *sp, unsigned cls, struct heap *h, bool warm) INTERNAL;
 void span_rewarm(span_t *sp, struct heap *h) INTERNAL;
+bool span_list_ordered(const span_t *sp) INTERNAL;
 void span_init_large(span_t *sp, size_t lobj, size_t size, struct heap *h) INTERNAL;
 bool span_refill(span_t *sp) INTERNAL;
 uint32_t span_collect(span_t *sp) INTERNAL;

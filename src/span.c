@@ -114,6 +114,20 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h, bool warm) {
   dbg_event(sp, EV_INIT);
 }
 
+/* Whether a stashed span's free list runs through neighbouring blocks, as
+ * frees in address order (either way) leave it: its first links are read.
+ * Frees in random order leave a list that hands out blocks scattered over
+ * the span; such a span is carved afresh instead (heap_next_span). */
+bool span_list_ordered(const span_t *sp) {
+  uintptr_t bs = class_size(sp->cls);
+  const block_t *b = sp->free;
+  for (unsigned i = 0; b && b->next && i < 8; i++, b = b->next) {
+    uintptr_t x = (uintptr_t)b, y = (uintptr_t)b->next;
+    if ((x > y ? x - y : y - x) != bs) return false;
+  }
+  return true;
+}
+
 /* A stashed span back for its own class, its local lists whole: the blocks
  * stay where the frees linked them, nothing is carved again. */
 void span_rewarm(span_t *sp, heap_t *h) {
