@@ -57,15 +57,14 @@ _Static_assert(NCLASSES <= 64, "heap_t.warm has a bit per class");
 #define NDIRECT_CLS 21 /* classes 0..20 are the ones DIRECT_MAX covers */
 extern const uint8_t rill_small_cls[DIRECT_N] INTERNAL;
 
+extern const uint8_t rill_mid_cls[64] INTERNAL;
+
+/* One table load either side of 1 KiB, no branch on the size beyond it:
+ * malloc's fast path computes this for requests up to CLASS_MAX. */
 static inline unsigned size_class(size_t n) {
   if (n <= 1024) return rill_small_cls[(n + 7) >> 3];
   unsigned k = 63 - (unsigned)__builtin_clzl(n - 1); /* 2^k < n <= 2^(k+1) */
-  if (k <= 12) { /* eighth e of the doubling: 0 -> 9/8, 1 -> 5/4, 2-3 -> 6/4, ... */
-    unsigned e = (unsigned)((n - 1) >> (k - 3)) & 7;
-    return 21 + (k - 10) * 5 + (e + 2) / 2 - (e == 0);
-  }
-  unsigned s = (unsigned)((n - 1) >> (k - 2)) & 3;
-  return 36 + (k - 13) * 4 + s;
+  return rill_mid_cls[(k - 10) * 8 + (((n - 1) >> (k - 3)) & 7)];
 }
 static inline size_t class_size(unsigned c) {
   if (c <= 8) return c == 0 ? 8 : (size_t)c << 4;

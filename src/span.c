@@ -13,6 +13,15 @@ const uint8_t rill_small_cls[DIRECT_N] = {
     18, 18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19,
     19, 19, 19, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20};
 
+/* Eighths of a doubling -> class, for 1 KiB < n <= 256 KiB: index (k - 10) *
+ * 8 + e, where 2^k < n <= 2^(k+1) and e is the eighth of the doubling n falls
+ * in (size_class). From 1 to 8 KiB e = 0 is the 9/8 class, then 5/4, 6/4
+ * (e = 2-3), 7/4, 8/4; above, two eighths to each quarter. */
+const uint8_t rill_mid_cls[64] = {21, 22, 23, 23, 24, 24, 25, 25, 26, 27, 28, 28, 29, 29, 30, 30,
+                                  31, 32, 33, 33, 34, 34, 35, 35, 36, 36, 37, 37, 38, 38, 39, 39,
+                                  40, 40, 41, 41, 42, 42, 43, 43, 44, 44, 45, 45, 46, 46, 47, 47,
+                                  48, 48, 49, 49, 50, 50, 51, 51, 52, 52, 53, 53, 54, 54, 55, 55};
+
 /* Order of the span that serves a class. Up to 1 KiB: the smallest span
  * holding 64 blocks, so a thread's partly used span per class costs 16 KiB
  * (classes up to 256 B), not 64 (xmalloc at 16 threads: peak RSS 37 -> 27
