@@ -5,6 +5,8 @@
 # server's peak RSS (VmHWM). Used by bench/real.py.
 #   bench/real/redis.sh [REQUESTS]        (default 300000 per test)
 set -euo pipefail
+# shellcheck source=redis_wait.sh
+. "$(dirname "${BASH_SOURCE[0]}")/redis_wait.sh"
 n=${1:-300000}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rill-redis.XXXXXX")
 sock=$dir/redis.sock
@@ -13,11 +15,7 @@ redis-server --port 0 --unixsocket "$sock" --save "" --appendonly no --daemonize
 pid=$!
 unset LD_PRELOAD # the client and the tools below run on the C library's allocator
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
-for _ in $(seq 200); do
-  [ -S "$sock" ] && break
-  sleep 0.05
-done
-[ -S "$sock" ] || { echo "redis-server did not start: $(tail -3 "$dir/log")" >&2; exit 1; }
+redis_wait "$sock" "$dir/log"
 out=$(redis-benchmark -s "$sock" -q --csv -n "$n" -P 16 -r 100000 -d 64 \
   -t set,get,lpush,lpop,sadd,hset,zadd)
 hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status")

@@ -5,6 +5,8 @@
 #   bench/real/redis_phases.sh LIB [REQUESTS]        (default 300000 per test)
 # Used for docs/benchmarks.md, "The growth purge"; bench/real.py runs redis.sh instead.
 set -euo pipefail
+# shellcheck source=redis_wait.sh
+. "$(dirname "${BASH_SOURCE[0]}")/redis_wait.sh"
 lib=${1:?usage: redis_phases.sh LIB [REQUESTS]} n=${2:-300000}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rill-redis.XXXXXX")
 sock=$dir/redis.sock
@@ -12,11 +14,7 @@ LD_PRELOAD="$lib" redis-server --port 0 --unixsocket "$sock" --save "" --appendo
   --daemonize no --dir "$dir" >"$dir/log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
-for _ in $(seq 200); do
-  [ -S "$sock" ] && break
-  sleep 0.05
-done
-[ -S "$sock" ] || { echo "redis-server did not start: $(tail -3 "$dir/log")" >&2; exit 1; }
+redis_wait "$sock" "$dir/log"
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status"; }
 printf '%-6s %8s %8s\n' phase end_MiB max_MiB
 for t in set get lpush lpop sadd hset zadd; do
