@@ -57,6 +57,12 @@ WORKLOADS = [
              lambda d: ["cache_bench", "-threads=1", "-ops_per_thread=1000000",
                         "-cache_size=67108864", "-value_bytes=256"],
              rate=r"Rough parallel ops/sec = ([0-9.]+)", unit="ops/s"),
+    Workload("cache_bench-long", "the four-worker run six times longer (3 million operations "
+             "per worker): memory that creeps up as the workers evict each other's entries",
+             "cache_bench", "rocksdb-tools",
+             lambda d: ["cache_bench", "-threads=4", "-ops_per_thread=3000000",
+                        "-cache_size=67108864", "-value_bytes=1024"],
+             rate=r"Rough parallel ops/sec = ([0-9.]+)", unit="ops/s"),
     Workload("db_bench", "RocksDB: 4 threads fill 100,000 random keys (100-byte values, no "
              "WAL, no compression), then read them at random; the database in a scratch "
              "directory", "db_bench", "rocksdb-tools",

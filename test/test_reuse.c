@@ -2,7 +2,7 @@
  * with fewer free blocks than a sixteenth of the span (an emptiness threshold,
  * as in Hoard) is passed over for a fresh span and taken once it has enough, and one with an
  * eighth free (by its owner's frees or another thread's) is taken before one with a
- * sixteenth; remote frees that
+ * sixteenth, even behind dozens that pass the mark by; remote frees that
  * arrive while a span's local lists are in use (a thread's exit, an orphan's adoption) are neither
  * lost nor handed out twice; and a thread freeing an exited thread's blocks takes their spans
  * over, while a live thread's spans stay its own. */
@@ -132,6 +132,35 @@ static void *tier_case(void *arg) {
   rill_free(f);
   for (size_t k = 0; k < A_SPANS; k++)
     for (size_t i = k == lo ? n_lo : k == hi ? n_hi : 0; i < A_CAP; i++)
+      rill_free(o[k * A_CAP + i]);
+  return NULL;
+}
+
+/* ---- how deep a span change looks --------------------------------------- */
+/* D_SPANS - 1 listed spans, each one block short of the mark, lie in front of
+ * one with an eighth free (each span's first free by its owner lists it at
+ * the head). The span change takes that one, D_SPANS deep, before a fresh
+ * span: a look of eight took fresh memory while the lists of RocksDB's
+ * cache_bench held plenty further down. */
+#define D_SPANS 40
+static void *deep_case(void *arg) {
+  (void)arg;
+  static void *o[D_SPANS * A_CAP];
+  for (size_t i = 0; i < D_SPANS * A_CAP; i++) o[i] = xmalloc(A_SIZE);
+  for (size_t k = 0; k < D_SPANS; k++)
+    if (span_of(o[k * A_CAP]) != span_of(o[k * A_CAP + A_CAP - 1]))
+      DIE("span %zu is not contiguous; the test's premise is wrong", k);
+  const size_t n0 = A_CAP / 8 + 1;
+  for (size_t i = 0; i < n0; i++) rill_free(o[i]); /* span 0: listed first, so deepest */
+  for (size_t k = 1; k + 1 < D_SPANS; k++) rill_free(o[k * A_CAP]);
+  void *f = xmalloc(A_SIZE); /* the last span, hot, is full: a span change */
+  CHECK(span_of(f) == span_of(o[0]),
+        "behind %d listed spans with one free block each, a span with %zu of %d free was "
+        "passed over (malloc returned %p, not in it)",
+        D_SPANS - 2, n0, A_CAP, f);
+  rill_free(f);
+  for (size_t k = 0; k < D_SPANS; k++)
+    for (size_t i = k == 0 ? n0 : k + 1 < D_SPANS ? 1 : 0; i < A_CAP; i++)
       rill_free(o[k * A_CAP + i]);
   return NULL;
 }
@@ -336,6 +365,7 @@ int main(void) {
   run(mark_case, NULL);
   run(tier_case, NULL);
   run(tier_case, (void *)1); /* the eighth freed by another thread */
+  run(deep_case, NULL);
   pending_case();
   inherit_case();
   return t_finish("test_reuse");
