@@ -537,8 +537,8 @@ static uint32_t listed_room(const span_t *sp) {
  *  - of the first POP_SCAN spans, the lowest-addressed with an eighth of its
  *    blocks free;
  *  - failing that, the lowest-addressed with a sixteenth;
- *  - spans below a sixteenth are moved to the back, and the caller takes a
- *    span from the pool if none passed.
+ *  - the others looked at are moved to the back (below), and the caller
+ *    takes a span from the pool if none passed.
  * With a sixteenth alone, the soak's listed spans came back with 7% of their
  * blocks free on average, and 1.5% of its mallocs changed spans: that was its
  * malloc p99 (90-120 ns against 40 for mimalloc at one thread). Preferring an
@@ -552,23 +552,27 @@ static uint32_t listed_room(const span_t *sp) {
  * RSS rose in steps with the count of listed spans (363 -> 427, drift +9.3%;
  * in 300-second runs side by side, +13.2% against +0.9% this way). The pool
  * reuses by address for the same reason (first fit by address, see pool.c).
- * The look goes POP_SCAN spans deep, 64 (it was 8). RocksDB's cache_bench,
- * four workers evicting each other's entries from a 64 MiB LRU cache, keeps
- * hundreds of listed spans per worker, most a block or two free: eight deep,
- * a worker often found none with a sixteenth and faulted in a fresh span
- * while spans further down held plenty, and one worker's list came to hold
- * half its bytes free while the others grew. Its peak RSS over 3 million
- * operations per worker rose with the run's length (median of 5: 110 MiB
- * at 8 deep, 94.5 at 64; tcmalloc 83). A look costs one line per span,
- * usually cached since the same lists are looked at every span change.
+ * Every span looked at and not taken goes to the back, so the look walks
+ * the whole list in turn, eight spans per span change. It kept the spans
+ * that passed in front once, and a worker of RocksDB's cache_bench (four
+ * workers evicting each other's entries from a 64 MiB LRU cache, hundreds of
+ * listed spans each) then looked at the same few spans at every change:
+ * the spans further down filled with free blocks no one looked at (one
+ * worker's list came to hold half its bytes free), while the other workers
+ * faulted in fresh spans, and the peak grew with the run's length (3
+ * million operations per worker, median of 5: 110 MiB, 99 now; tcmalloc
+ * 83). Looking 64 deep instead did as well for memory (94.5) but cost the
+ * run a fifth of its throughput. Lowest address still wins within each
+ * look, so the spans at high addresses are rarely taken and drain
+ * (test_memory's drain case: 10 spans in use where 8 would do, as before).
  * `any` takes the first span, however full. */
-#define POP_SCAN 64
+#define POP_SCAN 8
 static span_t *list_pop(heap_t *h, unsigned cls, bool any) {
   spin_lock(&h->lock);
   span_t *best;
   do {
     best = NULL;
-    unsigned best_tier = 0; /* 2: an eighth free, 1: a sixteenth */
+    unsigned best_tier = 0, passed = 0; /* tier 2: an eighth free, 1: a sixteenth */
     span_t *sp = h->list[cls], *moved = NULL;
     for (unsigned seen = 0; sp && sp != moved && seen < POP_SCAN; seen++) {
       span_t *next = sp->next;
@@ -578,6 +582,7 @@ static span_t *list_pop(heap_t *h, unsigned cls, bool any) {
       }
       uint32_t room = listed_room(sp);
       unsigned tier = room >= sp->cap / 8 && room ? 2 : room >= sp->cap / 16 && room ? 1 : 0;
+      passed += tier != 0;
       if (tier > best_tier || (tier && tier == best_tier && sp < best)) {
         best = sp;
         best_tier = tier;
@@ -588,6 +593,13 @@ static span_t *list_pop(heap_t *h, unsigned cls, bool any) {
       sp = next;
     }
     if (!best) break;
+    /* the spans that passed lead the list now: all but the one taken go back */
+    sp = h->list[cls];
+    for (; passed && sp; passed--) {
+      span_t *next = sp->next;
+      if (sp != best) list_to_tail(h, sp);
+      sp = next;
+    }
     list_unlink(h, best);
   } while (!listed_detach(best));
   if (best) dbg_event(best, EV_LIST_POP);

@@ -2,7 +2,7 @@
  * with fewer free blocks than a sixteenth of the span (an emptiness threshold,
  * as in Hoard) is passed over for a fresh span and taken once it has enough, and one with an
  * eighth free (by its owner's frees or another thread's) is taken before one with a
- * sixteenth, even behind dozens that pass the mark by; remote frees that
+ * sixteenth, and every listed span is looked at in turn; remote frees that
  * arrive while a span's local lists are in use (a thread's exit, an orphan's adoption) are neither
  * lost nor handed out twice; and a thread freeing an exited thread's blocks takes their spans
  * over, while a live thread's spans stay its own. */
@@ -136,31 +136,44 @@ static void *tier_case(void *arg) {
   return NULL;
 }
 
-/* ---- how deep a span change looks --------------------------------------- */
-/* D_SPANS - 1 listed spans, each one block short of the mark, lie in front of
- * one with an eighth free (each span's first free by its owner lists it at
- * the head). The span change takes that one, D_SPANS deep, before a fresh
- * span: a look of eight took fresh memory while the lists of RocksDB's
- * cache_bench held plenty further down. */
-#define D_SPANS 40
-static void *deep_case(void *arg) {
+/* ---- every listed span in turn ----------------------------------------- */
+/* T_SPANS - 2 listed spans with a sixteenth free each lie in front of one with
+ * an eighth free (each span's first free by its owner lists it at the head).
+ * A span change looks at eight and takes one; the others it looked at go to
+ * the back, so the third change reaches the span with an eighth. When the
+ * spans that passed stayed in front, every change looked at the same few:
+ * the span with an eighth waited a dozen changes, and in RocksDB's
+ * cache_bench spans further down a worker's list filled with free blocks
+ * while the workers faulted in fresh ones. */
+#define T_SPANS 21
+static void *turn_case(void *arg) {
   (void)arg;
-  static void *o[D_SPANS * A_CAP];
-  for (size_t i = 0; i < D_SPANS * A_CAP; i++) o[i] = xmalloc(A_SIZE);
-  for (size_t k = 0; k < D_SPANS; k++)
+  static void *o[T_SPANS * A_CAP];
+  for (size_t i = 0; i < T_SPANS * A_CAP; i++) o[i] = xmalloc(A_SIZE);
+  for (size_t k = 0; k < T_SPANS; k++)
     if (span_of(o[k * A_CAP]) != span_of(o[k * A_CAP + A_CAP - 1]))
       DIE("span %zu is not contiguous; the test's premise is wrong", k);
-  const size_t n0 = A_CAP / 8 + 1;
-  for (size_t i = 0; i < n0; i++) rill_free(o[i]); /* span 0: listed first, so deepest */
-  for (size_t k = 1; k + 1 < D_SPANS; k++) rill_free(o[k * A_CAP]);
-  void *f = xmalloc(A_SIZE); /* the last span, hot, is full: a span change */
-  CHECK(span_of(f) == span_of(o[0]),
-        "behind %d listed spans with one free block each, a span with %zu of %d free was "
-        "passed over (malloc returned %p, not in it)",
-        D_SPANS - 2, n0, A_CAP, f);
-  rill_free(f);
-  for (size_t k = 0; k < D_SPANS; k++)
-    for (size_t i = k == 0 ? n0 : k + 1 < D_SPANS ? 1 : 0; i < A_CAP; i++)
+  const size_t n0 = A_CAP / 8 + 1, n1 = A_CAP / 16;
+  for (size_t i = 0; i < n0; i++) rill_free(o[i]); /* span 0: listed first, so last */
+  for (size_t k = 1; k + 1 < T_SPANS; k++)
+    for (size_t i = 0; i < n1; i++) rill_free(o[k * A_CAP + i]);
+  /* the last span, hot, is full: each change takes a span with n1 free
+   * until the look reaches span 0 */
+  enum { TRIES = 3 * A_CAP / 16 };
+  static void *g[TRIES];
+  size_t n = 0, at = 0;
+  while (n < TRIES && !at) {
+    g[n] = xmalloc(A_SIZE);
+    if (span_of(g[n]) == span_of(o[0])) at = n + 1;
+    n++;
+  }
+  CHECK(at != 0,
+        "behind %d listed spans with %zu free blocks each, the span with %zu of %d free "
+        "served none of the next %d mallocs (three span changes)",
+        T_SPANS - 2, n1, n0, A_CAP, (int)TRIES);
+  for (size_t i = 0; i < n; i++) rill_free(g[i]);
+  for (size_t k = 0; k < T_SPANS; k++)
+    for (size_t i = k == 0 ? n0 : k + 1 < T_SPANS ? n1 : 0; i < A_CAP; i++)
       rill_free(o[k * A_CAP + i]);
   return NULL;
 }
@@ -365,7 +378,7 @@ int main(void) {
   run(mark_case, NULL);
   run(tier_case, NULL);
   run(tier_case, (void *)1); /* the eighth freed by another thread */
-  run(deep_case, NULL);
+  run(turn_case, NULL);
   pending_case();
   inherit_case();
   return t_finish("test_reuse");
