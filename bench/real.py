@@ -45,24 +45,22 @@ class Workload:
     unit: str = "s"
 
 
+def cache_bench(name: str, what: str, threads: int, ops: int, value: int) -> Workload:
+    """RocksDB's cache_bench on a 64 MiB LRU cache: `threads` workers, `ops` operations each."""
+    return Workload(name, what, "cache_bench", "rocksdb-tools",
+                    lambda d: ["cache_bench", f"-threads={threads}", f"-ops_per_thread={ops}",
+                               "-cache_size=67108864", f"-value_bytes={value}"],
+                    rate=r"Rough parallel ops/sec = ([0-9.]+)", unit="ops/s")
+
+
 WORKLOADS = [
-    Workload("cache_bench", "RocksDB's sharded LRU cache, 4 threads, 1 KiB values in 64 MiB; "
-             "the main thread fills it, then waits while the workers evict and insert",
-             "cache_bench", "rocksdb-tools",
-             lambda d: ["cache_bench", "-threads=4", "-ops_per_thread=500000",
-                        "-cache_size=67108864", "-value_bytes=1024"],
-             rate=r"Rough parallel ops/sec = ([0-9.]+)", unit="ops/s"),
-    Workload("cache_bench-1", "the same with one worker and 256-byte values",
-             "cache_bench", "rocksdb-tools",
-             lambda d: ["cache_bench", "-threads=1", "-ops_per_thread=1000000",
-                        "-cache_size=67108864", "-value_bytes=256"],
-             rate=r"Rough parallel ops/sec = ([0-9.]+)", unit="ops/s"),
-    Workload("cache_bench-long", "the four-worker run six times longer (3 million operations "
-             "per worker): memory that creeps up as the workers evict each other's entries",
-             "cache_bench", "rocksdb-tools",
-             lambda d: ["cache_bench", "-threads=4", "-ops_per_thread=3000000",
-                        "-cache_size=67108864", "-value_bytes=1024"],
-             rate=r"Rough parallel ops/sec = ([0-9.]+)", unit="ops/s"),
+    cache_bench("cache_bench", "RocksDB's sharded LRU cache, 4 threads, 1 KiB values in 64 MiB; "
+                "the main thread fills it, then waits while the workers evict and insert",
+                4, 500000, 1024),
+    cache_bench("cache_bench-1", "the same with one worker and 256-byte values", 1, 1000000, 256),
+    cache_bench("cache_bench-long", "the four-worker run six times longer (3 million operations "
+                "per worker): memory that creeps up as the workers evict each other's entries",
+                4, 3000000, 1024),
     Workload("db_bench", "RocksDB: 4 threads fill 100,000 random keys (100-byte values, no "
              "WAL, no compression), then read them at random; the database in a scratch "
              "directory", "db_bench", "rocksdb-tools",
