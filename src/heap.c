@@ -553,8 +553,8 @@ static uint32_t listed_room(const span_t *sp) {
  * in 300-second runs side by side, +13.2% against +0.9% this way). The pool
  * reuses by address for the same reason (first fit by address, see pool.c).
  * Every span looked at and not taken goes to the back, so the look walks
- * the whole list in turn, eight spans per span change. It kept the spans
- * that passed in front once, and a worker of RocksDB's cache_bench (four
+ * the whole list in turn, eight spans per span change. It used to keep the
+ * spans that passed in front, and a worker of RocksDB's cache_bench (four
  * workers evicting each other's entries from a 64 MiB LRU cache, hundreds of
  * listed spans each) then looked at the same few spans at every change:
  * the spans further down filled with free blocks no one looked at (one
