@@ -449,15 +449,7 @@ static uint64_t list_hand_locked(heap_t *to, span_t *sp) {
   return XF_WITH(ST_LISTED, x);
 }
 
-/* `loan`: an idle owner's span (heap_lend_idle, heap_queue), adopted by a
- * thread that needs a span (orphan_adopt), not by the first thread that
- * frees into it (heap_take), as a finished thread's spans are. In RocksDB's
- * cache_bench the workers that evicted most collected the main thread's
- * lent spans that way (one held 550 of them, 12 MiB free) whatever their
- * own need, and the peak over 3 M operations per worker was 98.9 MiB
- * (median of 18) against 92.5 (of 20) lent only at span changes. */
-static void orphan_put(span_t *sp, bool loan) {
-  __atomic_store_n(&sp->lent, loan, __ATOMIC_RELAXED);
+static void orphan_put(span_t *sp) {
   spin_lock(&orphanage.lock);
   uint64_t x = list_hand_locked(&orphanage, sp);
   spin_unlock(&orphanage.lock);
@@ -488,7 +480,6 @@ void heap_lend_hint(span_t *sp) {
  * whose idle owner lent its spans (heap_lend_idle). */
 void heap_queue(span_t *sp) {
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
-  bool loan = false;
   if (owner) {
     spin_lock(&owner->lock);
     if (!owner->closed && !atomic_load_explicit(&owner->lent, RLX)) {
@@ -498,10 +489,9 @@ void heap_queue(span_t *sp) {
       listed_claim(sp, x, __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST));
       return;
     }
-    loan = !owner->closed; /* else its owner has exited */
     spin_unlock(&owner->lock);
   }
-  orphan_put(sp, loan);
+  orphan_put(sp);
 }
 
 /* ---- allocation slow path ---------------------------------------------- */
@@ -865,7 +855,7 @@ static bool owner_gone(const span_t *sp, heap_t *owner) {
 
 /* Takes a span that no live thread allocates from for heap h, at the free of
  * one of its blocks: h's own floating span, a floating span whose owner has
- * exited, or an orphan not lent (orphan_put). It becomes one of h's listed spans, so h's further
+ * exited, or an orphan. It becomes one of h's listed spans, so h's further
  * frees into it are plain stores (Streamflow moves a page block to the head
  * of its list on an owner free). Taking the dead owner's spans matters to a
  * thread that inherits a dead thread's blocks (larson's bleeding, a server
@@ -879,7 +869,7 @@ static NOINLINE bool heap_take(heap_t *h, span_t *sp, block_t *b) {
   uint64_t old = atomic_load_explicit(&sp->xf, RLX);
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
   if (owner == &orphanage) {
-    if (XF_STATE(old) != ST_LISTED || __atomic_load_n(&sp->lent, __ATOMIC_RELAXED)) return false;
+    if (XF_STATE(old) != ST_LISTED) return false;
     spin_lock(&orphanage.lock);
     bool mine = atomic_load_explicit(&sp->heap, RLX) == &orphanage; /* still on its list */
     if (mine) {
@@ -966,7 +956,7 @@ static void heap_release(span_t *sp) {
     }
     unsigned st = sp->cap - used + back >= span_reuse_mark(sp) ? ST_QUEUED : ST_FLOATING;
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(st, x), REL, ACQ)) {
-      if (st == ST_QUEUED) orphan_put(sp, false);
+      if (st == ST_QUEUED) orphan_put(sp);
       return;
     }
   }
@@ -1141,7 +1131,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
     next = sp->next;
     sp->next = NULL;
     dbg_event(sp, EV_LEND);
-    orphan_put(sp, true);
+    orphan_put(sp);
   }
   return n;
 }

@@ -165,8 +165,6 @@ typedef struct span {
   uint32_t gone_first;       /* pooled, RILL_COMMIT: the stretch's first slot */
   uint8_t run_free;          /* the first slot of a free large run (runs.c) */
   uint8_t shard;             /* a run's first slot: its shard's mark (runs.c), 0 if none */
-  uint8_t lent;              /* on the orphanage as an idle owner's loan: adopted at a span
-                              * change, not by a free (heap_take) */
 } span_t;
 
 _Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shift indexes it)");
