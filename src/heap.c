@@ -449,8 +449,13 @@ static uint64_t list_hand_locked(heap_t *to, span_t *sp) {
   return XF_WITH(ST_LISTED, x);
 }
 
-static void orphan_put(span_t *sp) {
+/* `lender`: the idle owner whose span this is (heap_lend, heap_queue), or
+ * NULL for a finished thread's. Under the orphanage's lock, where heap_take
+ * reads it. */
+static void orphan_put(span_t *sp, heap_t *lender) {
   spin_lock(&orphanage.lock);
+  sp->lender = lender;
+  if (lender) sp->lender_gen = atomic_load_explicit(&lender->gen, RLX);
   uint64_t x = list_hand_locked(&orphanage, sp);
   spin_unlock(&orphanage.lock);
   listed_claim(sp, x, __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST));
@@ -489,9 +494,12 @@ void heap_queue(span_t *sp) {
       listed_claim(sp, x, __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST));
       return;
     }
+    bool gone = owner->closed;
     spin_unlock(&owner->lock);
+    orphan_put(sp, gone ? NULL : owner);
+    return;
   }
-  orphan_put(sp);
+  orphan_put(sp, NULL);
 }
 
 /* ---- allocation slow path ---------------------------------------------- */
@@ -848,9 +856,24 @@ static void large_free(span_t *sp, void *p, const char *fn) {
 
 /* Has the thread that took this span exited? Its heap record is closed, or
  * has passed to a later thread since (the record's gen moved on). */
+static bool heap_gone(heap_t *h, uint32_t gen) {
+  return __atomic_load_n(&h->closed, __ATOMIC_RELAXED) || gen != atomic_load_explicit(&h->gen, RLX);
+}
 static bool owner_gone(const span_t *sp, heap_t *owner) {
-  return __atomic_load_n(&owner->closed, __ATOMIC_RELAXED) ||
-         atomic_load_explicit(&sp->heap_gen, RLX) != atomic_load_explicit(&owner->gen, RLX);
+  return heap_gone(owner, atomic_load_explicit(&sp->heap_gen, RLX));
+}
+
+/* May h's free take this orphan? Not if it is a live idle owner's loan and
+ * h is not that owner: in RocksDB's cache_bench the workers that evicted
+ * most collected the main thread's lent spans by freeing into them (one held
+ * 550, 12 MiB free) whatever their own need; left on the orphanage, they go
+ * to a thread that needs a span (orphan_adopt). The lender's own frees take
+ * them back: redis's one thread is lent while it waits in epoll_wait, and
+ * with its frees refused too its peak rose by 4 MiB. Under the orphanage's
+ * lock. */
+static bool loan_ours(const span_t *sp, const heap_t *h) {
+  heap_t *l = sp->lender;
+  return !l || l == h || heap_gone(l, sp->lender_gen);
 }
 
 /* Takes a span that no live thread allocates from for heap h, at the free of
@@ -871,7 +894,8 @@ static NOINLINE bool heap_take(heap_t *h, span_t *sp, block_t *b) {
   if (owner == &orphanage) {
     if (XF_STATE(old) != ST_LISTED) return false;
     spin_lock(&orphanage.lock);
-    bool mine = atomic_load_explicit(&sp->heap, RLX) == &orphanage; /* still on its list */
+    bool mine = atomic_load_explicit(&sp->heap, RLX) == &orphanage && /* still on its list */
+                loan_ours(sp, h);
     if (mine) {
       list_unlink(&orphanage, sp);
       mine = listed_detach(sp); /* false: a free claimed it, and pools it */
@@ -956,7 +980,7 @@ static void heap_release(span_t *sp) {
     }
     unsigned st = sp->cap - used + back >= span_reuse_mark(sp) ? ST_QUEUED : ST_FLOATING;
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(st, x), REL, ACQ)) {
-      if (st == ST_QUEUED) orphan_put(sp);
+      if (st == ST_QUEUED) orphan_put(sp, NULL);
       return;
     }
   }
@@ -1131,7 +1155,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
     next = sp->next;
     sp->next = NULL;
     dbg_event(sp, EV_LEND);
-    orphan_put(sp);
+    orphan_put(sp, h);
   }
   return n;
 }

@@ -165,6 +165,9 @@ typedef struct span {
   uint32_t gone_first;       /* pooled, RILL_COMMIT: the stretch's first slot */
   uint8_t run_free;          /* the first slot of a free large run (runs.c) */
   uint8_t shard;             /* a run's first slot: its shard's mark (runs.c), 0 if none */
+  uint32_t lender_gen;       /* on the orphanage: `lender`'s gen when it lent the span */
+  struct heap *lender;       /* on the orphanage: the idle owner that lent it, else NULL
+                              * (heap_take: only the lender's frees take it back) */
 } span_t;
 
 _Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shift indexes it)");

@@ -9,10 +9,14 @@
  *   --when     lent only while the owner waits in a futex: not while it runs, nor while it
  *              sleeps in nanosleep (a wait a signal handler may make in the middle of a free)
  *   --fork     the default check in a child of fork, whose thread has a new id
+ *   --loan     spans lent while main waits go to a thread that allocates, not to one that
+ *              only frees into them: a freer's frees leave them on the orphanage
+ *   --loan-back  main's own frees into its lent spans take them back
  *   --race     owners that allocate, hand half their blocks to a freer, nap in a timed
  *              condition wait (where they may be lent) and free the rest, for 1.5 s;
  *              every block's contents are checked, and spans must have been lent */
 #include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -362,8 +366,114 @@ static int run_race(void) {
   return t_finish("test_lend --race");
 }
 
+/* ---- lent spans go to a thread that needs a span, or back to their lender --------------- */
+/* main fills N blocks and joins a thread that frees half of them at random, then takes fresh
+ * spans of another size until main's spans are lent. Then every fourth block main still holds
+ * is freed, so every lent span gets a free, and an allocator takes blocks of main's size.
+ *   --loan       a freer (alive until the end) frees them. The allocator's blocks must come
+ *                from main's spans: had the freer's frees adopted the lent spans (as a finished
+ *                thread's are adopted), the allocator would find the orphanage empty and take
+ *                fresh memory, while the freer, which allocates nothing, held them.
+ *   --loan-back  main frees them itself: its frees take its spans back (redis's one thread is
+ *                lent while it waits for clients), and the allocator's blocks are fresh. main
+ *                spins, not waits, while the allocator runs, so its spans are not lent again. */
+static pthread_barrier_t loan_bar;
+static size_t loan_inside;
+static _Atomic int loan_done;
+static void free_fourth(void) {
+  for (size_t i = 0; i < N; i += 4)
+    if (mine[i]) {
+      T_free(mine[i]);
+      mine[i] = NULL;
+    }
+}
+static void *loan_freer(void *arg) {
+  (void)arg;
+  free_fourth();
+  pthread_barrier_wait(&loan_bar); /* freed */
+  pthread_barrier_wait(&loan_bar); /* the allocator has allocated: stay alive until then */
+  return NULL;
+}
+static void *loan_allocator(void *arg) {
+  void **got = arg;
+  for (size_t i = 0; i < 256; i++) {
+    got[i] = T_malloc(SZ);
+    if (!got[i]) DIE("malloc(%u) returned NULL", SZ);
+    if ((uintptr_t)got[i] >= lo && (uintptr_t)got[i] < hi) loan_inside++;
+  }
+  atomic_store(&loan_done, 1);
+  return NULL;
+}
+static void *kick[4096];
+static size_t nkick;
+static void *loan_lender(void *arg) {
+  bool back = arg != NULL;
+  uint64_t r = 7;
+  for (size_t k = 0; k < N / 2; k++) { /* at random: no span empties */
+    size_t i = rng_next(&r) % N;
+    if (mine[i]) {
+      T_free(mine[i]);
+      mine[i] = NULL;
+    }
+  }
+  for (int k = 0; k < 5000 && spans_lent() == lent_start; k++) { /* fresh spans kick the purger */
+    if (nkick < 4096) kick[nkick++] = T_malloc(2048);
+    nap_ms(1);
+  }
+  CHECK(spans_lent() > lent_start, "no span was lent in 5 s");
+  if (back) return NULL;
+  pthread_t f, a;
+  static void *got[256];
+  pthread_barrier_init(&loan_bar, NULL, 2);
+  pthread_create(&f, NULL, loan_freer, NULL);
+  pthread_barrier_wait(&loan_bar);
+  pthread_create(&a, NULL, loan_allocator, got);
+  pthread_join(a, NULL);
+  pthread_barrier_wait(&loan_bar);
+  pthread_join(f, NULL);
+  for (size_t i = 0; i < 256; i++) T_free(got[i]);
+  return NULL;
+}
+static int run_loan(bool back) {
+  lo = UINTPTR_MAX;
+  for (size_t i = 0; i < N; i++) {
+    mine[i] = T_malloc(SZ);
+    if (!mine[i]) DIE("malloc(%u) returned NULL", SZ);
+    if ((uintptr_t)mine[i] < lo) lo = (uintptr_t)mine[i];
+    if ((uintptr_t)mine[i] + SZ > hi) hi = (uintptr_t)mine[i] + SZ;
+  }
+  lent_start = spans_lent();
+  pthread_t t;
+  pthread_create(&t, NULL, loan_lender, back ? &loan_done : NULL);
+  pthread_join(t, NULL); /* a futex wait: main's spans may be lent */
+  if (back) {
+    free_fourth();
+    static void *got[256];
+    pthread_create(&t, NULL, loan_allocator, got);
+    while (!atomic_load(&loan_done)) sched_yield();
+    pthread_join(t, NULL);
+    for (size_t i = 0; i < 256; i++) T_free(got[i]);
+    printf("the allocator's blocks in main's spans: %zu of 256\n", loan_inside);
+    CHECK(loan_inside <= 26,
+          "%zu of 256 blocks came from main's lent spans: main's frees did not take them back",
+          loan_inside);
+  } else {
+    printf("the allocator's blocks in main's lent spans: %zu of 256\n", loan_inside);
+    CHECK(loan_inside >= 230,
+          "only %zu of 256 blocks came from main's lent spans: a thread that only freed into "
+          "them took them",
+          loan_inside);
+  }
+  for (size_t i = 0; i < nkick; i++) T_free(kick[i]);
+  for (size_t i = 0; i < N; i++)
+    if (mine[i]) T_free(mine[i]);
+  return t_finish(back ? "test_lend --loan-back" : "test_lend --loan");
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
+  if (argc > 1 && !strcmp(argv[1], "--loan")) return run_loan(false);
+  if (argc > 1 && !strcmp(argv[1], "--loan-back")) return run_loan(true);
   if (argc > 1 && !strcmp(argv[1], "--control")) return run_reuse(true);
   if (argc > 1 && !strcmp(argv[1], "--race")) return run_race();
   if (argc > 1 && !strcmp(argv[1], "--when")) return run_when();
@@ -378,6 +488,7 @@ int main(int argc, char **argv) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked child's lending failed");
     return t_finish("test_lend --fork");
   }
-  if (argc > 1) DIE("usage: test_lend [--control | --when | --race | --fork]");
+  if (argc > 1)
+    DIE("usage: test_lend [--control | --when | --race | --fork | --loan | --loan-back]");
   return run_reuse(false);
 }
