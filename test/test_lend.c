@@ -407,7 +407,7 @@ static void *loan_allocator(void *arg) {
 static void *kick[4096];
 static size_t nkick;
 static void *loan_lender(void *arg) {
-  bool back = arg != NULL;
+  bool back = (uintptr_t)arg != 0; /* main frees after the lend itself */
   uint64_t r = 7;
   for (size_t k = 0; k < N / 2; k++) { /* at random: no span empties */
     size_t i = rng_next(&r) % N;
@@ -444,7 +444,7 @@ static int run_loan(bool back) {
   }
   lent_start = spans_lent();
   pthread_t t;
-  pthread_create(&t, NULL, loan_lender, back ? &loan_done : NULL);
+  pthread_create(&t, NULL, loan_lender, (void *)(uintptr_t)back);
   pthread_join(t, NULL); /* a futex wait: main's spans may be lent */
   if (back) {
     free_fourth();
