@@ -100,15 +100,20 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-static int run_reuse(bool control) {
+/* main's N blocks, [lo, hi) around them; `pattern`: filled for a later check. */
+static void fill_mine(bool pattern) {
   lo = UINTPTR_MAX;
   for (size_t i = 0; i < N; i++) {
     mine[i] = T_malloc(SZ);
     if (!mine[i]) DIE("malloc(%u) returned NULL", SZ);
-    pat_fill(mine[i], SZ, pat_seed(mine[i], SZ));
+    if (pattern) pat_fill(mine[i], SZ, pat_seed(mine[i], SZ));
     if ((uintptr_t)mine[i] < lo) lo = (uintptr_t)mine[i];
     if ((uintptr_t)mine[i] + SZ > hi) hi = (uintptr_t)mine[i] + SZ;
   }
+}
+
+static int run_reuse(bool control) {
+  fill_mine(true);
   unsigned long long lent0 = lent_start = spans_lent();
   control_mode = control;
   pthread_t t;
@@ -435,13 +440,7 @@ static void *loan_lender(void *arg) {
   return NULL;
 }
 static int run_loan(bool back) {
-  lo = UINTPTR_MAX;
-  for (size_t i = 0; i < N; i++) {
-    mine[i] = T_malloc(SZ);
-    if (!mine[i]) DIE("malloc(%u) returned NULL", SZ);
-    if ((uintptr_t)mine[i] < lo) lo = (uintptr_t)mine[i];
-    if ((uintptr_t)mine[i] + SZ > hi) hi = (uintptr_t)mine[i] + SZ;
-  }
+  fill_mine(false);
   lent_start = spans_lent();
   pthread_t t;
   pthread_create(&t, NULL, loan_lender, (void *)(uintptr_t)back);
