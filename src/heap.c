@@ -451,11 +451,12 @@ static uint64_t list_hand_locked(heap_t *to, span_t *sp) {
 
 /* `lender`: the idle owner whose span this is (heap_lend, heap_queue), or
  * NULL for a finished thread's. Under the orphanage's lock, where heap_take
- * reads it. */
+ * reads it; may_take reads it without the lock first. */
 static void orphan_put(span_t *sp, heap_t *lender) {
   spin_lock(&orphanage.lock);
-  sp->lender = lender;
-  if (lender) sp->lender_gen = atomic_load_explicit(&lender->gen, RLX);
+  if (lender)
+    __atomic_store_n(&sp->lender_gen, atomic_load_explicit(&lender->gen, RLX), __ATOMIC_RELAXED);
+  __atomic_store_n(&sp->lender, lender, __ATOMIC_RELAXED);
   uint64_t x = list_hand_locked(&orphanage, sp);
   spin_unlock(&orphanage.lock);
   listed_claim(sp, x, __atomic_load_n(&sp->used, __ATOMIC_SEQ_CST));
@@ -854,8 +855,8 @@ static void large_free(span_t *sp, void *p, const char *fn) {
   purger_poll(); /* a program whose only span-level frees are large ones */
 }
 
-/* Has the thread that took this span exited? Its heap record is closed, or
- * has passed to a later thread since (the record's gen moved on). */
+/* Has the thread that owned heap record h as of `gen` exited? The record is
+ * closed, or has passed to a later thread since (its gen moved on). */
 static bool heap_gone(heap_t *h, uint32_t gen) {
   return __atomic_load_n(&h->closed, __ATOMIC_RELAXED) || gen != atomic_load_explicit(&h->gen, RLX);
 }
@@ -869,11 +870,11 @@ static bool owner_gone(const span_t *sp, heap_t *owner) {
  * 550, 12 MiB free) whatever their own need; left on the orphanage, they go
  * to a thread that needs a span (orphan_adopt). The lender's own frees take
  * them back: redis's one thread is lent while it waits in epoll_wait, and
- * with its frees refused too its peak rose by 4 MiB. Under the orphanage's
- * lock. */
+ * with its frees refused too its peak rose by 4 MiB. may_take asks first
+ * without a lock, heap_take again under the orphanage's. */
 static bool loan_ours(const span_t *sp, const heap_t *h) {
-  heap_t *l = sp->lender;
-  return !l || l == h || heap_gone(l, sp->lender_gen);
+  heap_t *l = __atomic_load_n(&sp->lender, __ATOMIC_RELAXED);
+  return !l || l == h || heap_gone(l, __atomic_load_n(&sp->lender_gen, __ATOMIC_RELAXED));
 }
 
 /* Takes a span that no live thread allocates from for heap h, at the free of
@@ -931,7 +932,9 @@ static inline bool may_take(const heap_t *h, span_t *sp) {
   unsigned st = XF_STATE(atomic_load_explicit(&sp->xf, RLX));
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
   if (h == &rill_done_heap) return false;
-  if (st == ST_LISTED) return owner == &orphanage;
+  /* a loan refused here costs no global lock: each free into another
+   * thread's loan would take the orphanage's lock only to be refused */
+  if (st == ST_LISTED) return owner == &orphanage && loan_ours(sp, h);
   return st == ST_FLOATING && owner != &orphanage &&
          (owner == h || !owner || owner_gone(sp, owner));
 }
