@@ -94,6 +94,7 @@ need python3 python3
 need git git
 need clang-format clang-format
 need awk gawk
+need pkg-config pkg-config
 need sort coreutils
 # clang's sanitizer and libFuzzer runtimes live in a versioned package.
 CLANG_RT=""
@@ -118,7 +119,7 @@ if command -v clang-format >/dev/null; then
   fmt_check() {
     local bad=0 f
     for f in "$ROOT"/src/*.[ch] "$ROOT"/include/*.h "$ROOT"/test/*.[ch] "$ROOT"/test/*.cc \
-      "$ROOT"/test/fuzz/*.[ch] "$ROOT"/bench/*.[ch]; do
+      "$ROOT"/test/fuzz/*.[ch] "$ROOT"/test/install/*.c "$ROOT"/bench/*.[ch]; do
       [ -e "$f" ] || continue
       if ! clang-format --style=file "$f" | cmp -s - "$f"; then
         echo "not formatted: ${f#"$ROOT"/} (clang-format -i ${f#"$ROOT"/})"
