@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install.sh - installs a rill build into a scratch prefix (cmake --install) and builds
-# programs against it as a user would: with pkg-config, and with find_package(rill)
-# both shared (rill::rill) and static (rill::rill_static). Each must run on rill's malloc.
+# programs against it as a user would: with pkg-config (shared, and fully static), and
+# with find_package(rill) both shared (rill::rill) and static (rill::rill_static). Each
+# must run on rill's malloc.
 # usage: bash test/install.sh BUILD_DIR
 set -euo pipefail
 BUILD=${1:?usage: install.sh BUILD_DIR}
@@ -37,6 +38,15 @@ echo "installed rill $ver into a scratch prefix; soname $soname"
 "$CC" -O2 "$HERE/install/prog.c" -o "$T/prog_pc" $(pkg-config --cflags --libs rill)
 readelf -d "$T/prog_pc" | grep -q "NEEDED.*\[$soname\]" || die "prog_pc does not need $soname"
 LD_LIBRARY_PATH=$LIB "$T/prog_pc" "$ver"
+
+# 1b. pkg-config --static into a fully static program (libc.a too): rill's malloc
+# replaces the C library's at link time, threads and all.
+# shellcheck disable=SC2046
+"$CC" -O2 -static "$HERE/install/prog.c" -o "$T/prog_pc_static" $(pkg-config --static --cflags --libs rill)
+if readelf -d "$T/prog_pc_static" 2>/dev/null | grep -q NEEDED; then
+  die "prog_pc_static is not static"
+fi
+"$T/prog_pc_static" "$ver"
 
 # 2. find_package(rill VERSION): rill::rill and rill::rill_static.
 cmake -S "$HERE/install" -B "$T/consumer" -DCMAKE_PREFIX_PATH="$P" -DRILL_WANT_VERSION="$ver" \
