@@ -17,6 +17,7 @@
 /* Read by every free: a line of its own, away from anything written often. */
 _Alignas(64) arena_t rill_arena;
 _Alignas(64) _Atomic size_t rill_arena_top;
+_Atomic size_t rill_grown;
 
 static bool arena_cover(size_t end);
 #define MAX_TRACKERS 4

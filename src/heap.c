@@ -775,11 +775,11 @@ heap_t *heap_get_slow(void) {
 
 void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) {
   void *p;
-  purger_poll();
   if (h == &rill_empty_heap) {
     h = heap_get_slow();
     if (!h) h = &rill_done_heap;
   }
+  purger_poll(); /* after heap_get_slow: a second thread's first malloc may start it */
   if (h == &rill_done_heap) {
     if (!atomic_load_explicit(&rill_ready, ACQ) && !rill_init()) return NULL;
     spin_lock(&backing_lock);
@@ -816,7 +816,6 @@ static void hot_emptied(heap_t *h, span_t *sp) {
   h->let_go |= (uint64_t)1 << sp->cls;
   hot_set(h, sp->cls, &rill_empty_span);
   heap_claimed(sp, true); /* every block it cut is on its local lists */
-  purger_poll();
 }
 
 /* The owner's free left a LISTED span with at most one block out besides
@@ -843,7 +842,6 @@ void heap_span_emptied(heap_t *h, span_t *sp) {
     x = atomic_load_explicit(&sp->xf, RLX);
   }
   listed_claim(sp, x, used);
-  purger_poll();
 }
 
 static void large_free(span_t *sp, void *p, const char *fn) {
@@ -851,8 +849,7 @@ static void large_free(span_t *sp, void *p, const char *fn) {
   do {
     if (XF_STATE(old) != ST_FLOATING) rill_invalid(fn, p);
   } while (!atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX));
-  run_put(sp);   /* its pages go back after the purge delay */
-  purger_poll(); /* a program whose only span-level frees are large ones */
+  run_put(sp); /* its pages go back after the purge delay */
 }
 
 /* Has the thread that owned heap record h as of `gen` exited? The record is
@@ -958,7 +955,6 @@ void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) {
   }
   if (may_take(h, sp) && heap_take(h, sp, p)) return;
   span_free_remote(h, sp, p, key);
-  purger_poll();
 }
 
 /* ---- thread exit -------------------------------------------------------- */

@@ -273,6 +273,13 @@ typedef struct arena {
 
 extern arena_t rill_arena INTERNAL;
 extern _Atomic size_t rill_arena_top INTERNAL; /* slots handed out so far */
+/* Never-used slots given to spans and runs so far (the arena's top runs ahead
+ * of them: runs reserve 32 MiB at a time). Counted where a chunk of small
+ * spans or a run is cut, so rarely; read by purger_start_slow. */
+extern _Atomic size_t rill_grown INTERNAL;
+static inline void arena_grown(size_t slots) {
+  atomic_fetch_add_explicit(&rill_grown, slots, memory_order_relaxed);
+}
 
 static inline span_t *span_of_index(size_t i) {
   return &rill_arena.meta[i];
@@ -373,7 +380,7 @@ size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, bool *whole) 
 size_t pool_purge(void) INTERNAL;
 size_t pool_purge_timed(uint64_t now) INTERNAL;
 void pool_purge_stale(void) INTERNAL;
-void pool_watch(void) INTERNAL;
+void pool_watch(bool on) INTERNAL;
 bool pool_waiting(void) INTERNAL;
 void pool_wait_pages(void) INTERNAL;
 void pool_settle(void) INTERNAL;
@@ -410,8 +417,9 @@ extern _Atomic uint32_t lend_hint INTERNAL; /* heap.c: some owner may have spans
 void heap_lend_hint(span_t *sp) INTERNAL;
 extern _Atomic int rill_purger_state INTERNAL; /* PURGER_* */
 enum { PURGER_OFF = 0, PURGER_WANTED = 1, PURGER_RUNNING = 2, PURGER_AUTO = 3 };
-/* Slow paths call this where they hold no rill lock: the purger starts once
- * the pool first holds pages (so short programs never get the thread). */
+/* The allocation slow path calls this, where it holds no rill lock (never a
+ * free: purger_start_slow says why): the purger starts once the pool first
+ * holds pages or the arena has grown 2 MiB (so short programs never get it). */
 static inline void purger_poll(void) {
   if (unlikely(atomic_load_explicit(&rill_purger_state, RLX) == PURGER_WANTED)) purger_start_slow();
 }

@@ -407,9 +407,12 @@ uint64_t pool_epoch(void) {
 static _Atomic int watched;
 static _Atomic uint32_t waiting;
 
-void pool_watch(void) {
-  atomic_store_explicit(&waiting, 1, RLX); /* look once: spans may be pooled already */
-  atomic_store_explicit(&watched, 1, memory_order_seq_cst);
+/* Before the purger thread exists (`on`), so that its first look finds the
+ * flag up: raised after, a purger already asleep on 0 missed it, and every
+ * later pool_put found the flag up and woke no one. Off if it could not start. */
+void pool_watch(bool on) {
+  if (on) atomic_store_explicit(&waiting, 1, RLX); /* look once: spans may be pooled already */
+  atomic_store_explicit(&watched, on, memory_order_seq_cst);
 }
 
 bool pool_waiting(void) {
@@ -504,6 +507,7 @@ static span_t *chunk_take(chunk_t *ck, unsigned order) {
     if (!first || !arena_commit(first, len)) return NULL;
     ck->next = (uint32_t)first;
     ck->end = (uint32_t)(first + len);
+    arena_grown(len);
   }
   span_t *sp = arena_span(ck->next, order);
   ck->next += (uint32_t)n;

@@ -56,11 +56,13 @@ static void purger_create(void) {
   pthread_attr_setstacksize(&at, 64 * 1024);
   /* the thread blocks every signal, so none meant for the program lands on it */
   sigfillset(&all);
+  pool_watch(true);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int err = pthread_create(&t, &at, purger_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&at);
   if (err) {
+    pool_watch(false);
     atomic_store_explicit(&rill_purger_state, PURGER_OFF, RLX);
     if (mode == PURGE_THREAD_ON) /* by default, no word: the program did not ask */
       rill_message("RILL_PURGE_THREAD: cannot start the purger thread; ",
@@ -68,7 +70,6 @@ static void purger_create(void) {
     return;
   }
   pthread_setname_np(t, "rill-purger");
-  pool_watch();
 }
 
 /* The comparison variants run every operation under their own locks, and
@@ -93,12 +94,23 @@ void purger_thread_seen(void) {
   atomic_compare_exchange_strong_explicit(&rill_purger_state, &expect, PURGER_WANTED, RLX, RLX);
 }
 
-/* Called through purger_poll where no rill lock is held (the allocation slow
- * path, and frees that pooled or handed back a span). The state moves first,
- * so the allocations of pthread_create do not come back here. */
+/* Called through purger_poll, by the allocation slow path only, where no rill
+ * lock is held. Never by a free: the C library frees the TLS of cached thread
+ * stacks while it holds its stack-cache lock, which pthread_create takes as
+ * well, so a purger started from such a free deadlocked the thread (a program
+ * joining 3,000 threads: inside pthread_join the cache passed its bound, and
+ * the first span that a freed TLS block emptied went to the pool).
+ * It starts once the pool holds pages, or once the program has cut
+ * PURGER_CUT of never-used memory for spans and runs: a program that grows that far has the thread
+ * before the frees that will leave it idle with pages to give back (such a
+ * program may allocate nothing after them), and a short one never gets it.
+ * The state moves first, so the allocations of pthread_create do not come
+ * back here. */
+#define PURGER_CUT ((size_t)2 << 20)
 void purger_start_slow(void) {
   int expect = PURGER_WANTED;
-  if (!pool_waiting()) return;
+  size_t grown = atomic_load_explicit(&rill_grown, RLX) << SLOT_SHIFT;
+  if (!pool_waiting() && grown < PURGER_CUT) return;
   if (atomic_compare_exchange_strong_explicit(&rill_purger_state, &expect, PURGER_RUNNING, ACQREL,
                                               RLX))
     purger_create();

@@ -412,6 +412,7 @@ static size_t wild_take(shard_t *sh, size_t n) {
   if (!wild_commit(sh, sh->wild + n)) return 0;
   size_t i = sh->wild;
   sh->wild += n;
+  arena_grown(n);
   return i;
 }
 
@@ -426,6 +427,7 @@ static bool wild_grow(shard_t *sh, size_t k) {
   }
   if (!wild_commit(sh, sh->wild + k)) return false;
   sh->wild += k;
+  arena_grown(k);
   return true;
 }
 

@@ -1,0 +1,79 @@
+/* test_threads.c - thousands of threads live at once, then joined. Joining them
+ * fills the C library's cache of thread stacks past its bound, and it frees the
+ * cached stacks' TLS blocks, through rill's free, while it holds the cache's
+ * lock, which pthread_create takes too. rill once started its purger thread
+ * from such a free and deadlocked (purger_start_slow). Also checks that every
+ * thread's blocks stay intact and that the threads' heaps are given up.
+ * usage: test_threads [threads]   (default 2000, 64 KiB stacks) */
+#include "rill_test.h"
+
+#include <pthread.h>
+
+enum { BLOCKS = 64 };
+static pthread_barrier_t all_up, go;
+
+static void *worker(void *arg) {
+  (void)arg;
+  void *b[BLOCKS];
+  size_t n[BLOCKS];
+  for (unsigned i = 0; i < BLOCKS; i++) {
+    n[i] = 16 + (size_t)i * 8; /* 16-520 B: one span of each of many classes */
+    b[i] = T_malloc(n[i]);
+    if (!b[i]) DIE("malloc(%zu) failed in a thread", n[i]);
+    pat_fill(b[i], n[i], pat_seed(b[i], n[i]));
+  }
+  pthread_barrier_wait(&all_up); /* every thread live, with its blocks, at once */
+  pthread_barrier_wait(&go);     /* main has counted the heaps */
+  for (unsigned i = 0; i < BLOCKS; i++) {
+    PAT_CHECK(b[i], n[i], pat_seed(b[i], n[i]), "thread's block %u", i);
+    T_free(b[i]);
+  }
+  return NULL;
+}
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "FAIL test_threads: no progress in 120 s (a deadlock?)\n";
+  ssize_t w = write(2, msg, sizeof msg - 1);
+  (void)w;
+  _exit(1);
+}
+
+int main(int argc, char **argv) {
+  unsigned nt = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 2000;
+  if (nt < 2) DIE("usage: test_threads [threads >= 2]");
+  signal(SIGALRM, on_alarm);
+  alarm(120);
+  pthread_t *t = T_malloc(sizeof(pthread_t) * nt);
+  if (!t) DIE("malloc failed");
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setstacksize(&at, 64 << 10);
+  for (int round = 0; round < 2; round++) {
+    if (pthread_barrier_init(&all_up, NULL, nt + 1) || pthread_barrier_init(&go, NULL, nt + 1))
+      DIE("pthread_barrier_init failed");
+    for (unsigned i = 0; i < nt; i++) {
+      int err = pthread_create(&t[i], &at, worker, NULL);
+      if (err) DIE("pthread_create failed at thread %u of %u (error %d)", i, nt, err);
+    }
+    pthread_barrier_wait(&all_up);
+    struct rill_stats s;
+    rill_stats_get(&s);
+    printf("round %d: %u threads live, %llu thread heaps\n", round, nt,
+           (unsigned long long)s.threads);
+    CHECK(s.threads >= nt, "round %d: %llu thread heaps for %u live threads", round,
+          (unsigned long long)s.threads, nt);
+    pthread_barrier_wait(&go);
+    for (unsigned i = 0; i < nt; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&all_up);
+    pthread_barrier_destroy(&go);
+    rill_stats_get(&s);
+    printf("round %d: all joined, %llu thread heaps\n", round, (unsigned long long)s.threads);
+    /* main's, and the purger's if it has one */
+    CHECK(s.threads <= 2, "round %d: %llu thread heaps after every thread was joined", round,
+          (unsigned long long)s.threads);
+  }
+  pthread_attr_destroy(&at);
+  T_free(t);
+  return t_finish("test_threads");
+}
