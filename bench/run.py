@@ -272,6 +272,11 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
         Spec("idle-pool", "idle", ["-k", "-b", pick("64M", "256M"), "-w", pick("1.5", "3")],
              "LKmalloc sec. 4 (stability); a thread pool's idle workers", threads=[8],
              modes=("full",), reps=1, timeout=60, geomean=False),
+        # thousands of threads live at once: what each thread's heap keeps per thread; the
+        # joins also make the C library free cached stacks' TLS under its stack-cache lock
+        # (an allocator that starts a thread from such a free hangs: a timeout here)
+        Spec("crowd", "crowd", ["-b", "64"], "LKmalloc sec. 4 (thread independence)",
+             threads=[int(pick("500", "2000"))], timeout=60, geomean=False),
         Spec("churn", "churn", ["-n", pick("4000", "100000")], "scalloc sec. 3.3, 7.7",
              threads=[1], modes=(), reps=1, timeout=300),
     ]
