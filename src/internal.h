@@ -419,8 +419,8 @@ extern _Atomic int rill_purger_state INTERNAL; /* PURGER_* */
 enum { PURGER_OFF = 0, PURGER_WANTED = 1, PURGER_RUNNING = 2, PURGER_AUTO = 3 };
 /* The allocation slow path calls this, where it holds no rill lock (never a
  * free: purger_start_slow says why): the purger starts once the pool first
- * holds pages or the program has cut two heap chunks (so a program that
- * allocates next to nothing never gets it). */
+ * holds pages or the program has cut four heap chunks (so a small program
+ * never gets it). */
 static inline void purger_poll(void) {
   if (unlikely(atomic_load_explicit(&rill_purger_state, RLX) == PURGER_WANTED)) purger_start_slow();
 }

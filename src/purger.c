@@ -100,19 +100,19 @@ void purger_thread_seen(void) {
  * well, so a purger started from such a free deadlocked the thread (a program
  * joining 3,000 threads: inside pthread_join the cache passed its bound, and
  * the first span that a freed TLS block emptied went to the pool).
- * It starts once the pool holds pages, or once the program has cut two heap
- * chunks of never-used memory for spans and runs (512 KiB; 2 MiB with
- * RILL_COMMIT=demand): a program that grows past its first chunk has the
- * thread before the frees that may leave it idle with pages to give back
- * (it may allocate nothing after them: test_stash's idle worker grows 400
- * KiB, empties it into its stash and waits), and a program that allocates
- * next to nothing never gets it. The state moves first, so the allocations
- * of pthread_create do not come back here. */
+ * It starts once the pool holds pages, or once the program has cut four heap
+ * chunks of never-used memory for spans and runs (1 MiB; 4 MiB with
+ * RILL_COMMIT=demand): a program that grows that far has the thread before
+ * the frees that may leave it idle with pages to give back (it may allocate
+ * nothing after them: test_stash's idle worker grows 1.3 MiB, empties it
+ * into its stash and waits), and a small one never gets it (the runtime of
+ * UBSan builds alone cuts 624 KiB before main). The state moves first, so
+ * the allocations of pthread_create do not come back here. */
 void purger_start_slow(void) {
   int expect = PURGER_WANTED;
   unsigned chunk = rill_opt.commit_demand ? CHUNK_ORDER_DEMAND : CHUNK_ORDER;
   size_t grown = atomic_load_explicit(&rill_grown, RLX);
-  if (!pool_waiting() && grown < (size_t)2 << chunk) return;
+  if (!pool_waiting() && grown < (size_t)4 << chunk) return;
   if (atomic_compare_exchange_strong_explicit(&rill_purger_state, &expect, PURGER_RUNNING, ACQREL,
                                               RLX))
     purger_create();

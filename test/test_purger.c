@@ -1,7 +1,7 @@
 /* test_purger.c - proves the background purger gives the pages of freed
  * spans back while the program is idle: no allocator call runs after the
  * frees, yet RSS falls. Also: the thread starts only once the pool holds
- * pages or the program has grown 512 KiB, blocks every signal, and comes back
+ * pages or the program has grown 1 MiB, blocks every signal, and comes back
  * in a forked child.
  *
  *   test_purger            run with RILL_PURGE_THREAD=1 (CTest sets it)
@@ -173,7 +173,7 @@ static int run_auto(size_t base, size_t bytes) {
 
 /* Large objects alone: the first frees that give memory back are of large runs, and no
  * allocation follows them. Frees never start the purger (purger_start_slow), so it must have
- * started while the blocks were allocated: the program grew past 512 KiB. */
+ * started while the blocks were allocated: the program grew past 1 MiB. */
 static int run_large(size_t base, size_t bytes) {
   enum { N = 16 };
   static char *b[N];

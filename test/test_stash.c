@@ -26,10 +26,13 @@
 
 #include "rill_test.h"
 
-#define SMALL  256   /* a class whose spans are one 16 KiB slot */
-#define OTHER  400   /* a class whose spans are two slots */
-#define SPAN   16384 /* bytes of a SMALL span */
-#define NSPANS 24    /* spans a worker fills and empties: well inside the stash */
+#define SMALL 256   /* a class whose spans are one 16 KiB slot */
+#define OTHER 400   /* a class whose spans are two slots */
+#define SPAN  16384 /* bytes of a SMALL span */
+/* spans a worker fills and empties: well inside the stash (128 slots), and
+ * past the 1 MiB of growth that starts the purger thread (purger_start_slow):
+ * the idle worker allocates nothing after its frees, and frees never start it */
+#define NSPANS 80
 
 static sem_t filled, done;
 static uintptr_t emptied[NSPANS + 1]; /* an address inside each span the worker emptied */
