@@ -139,8 +139,14 @@ static bool overcommit_strict(void) {
 }
 
 /* ---- thread exit and fork ----------------------------------------------- */
+/* A key destructor: the exiting thread holds no lock of the C library here,
+ * so it may start the purger, as malloc's slow path does (purger_start_slow)
+ * and a free may not. A thread that only freed (a consumer of what a
+ * single-threaded start allocated) is the last rill call some programs make
+ * before they idle; its spans have just gone to the pool. */
 static void thread_exit(void *v) {
   heap_thread_done(v);
+  purger_poll();
 }
 
 static void fork_prepare(void) {

@@ -11,6 +11,9 @@
  *                          thread has allocated
  *   test_purger --large    run with RILL_PURGE_THREAD=1: only large blocks,
  *                          freed with no allocation after them
+ *   test_purger --free-only  run with the default: main allocates alone, a
+ *                          second thread frees it all and exits, and no
+ *                          allocation follows: the exit starts the purger
  *   test_purger --control  run with RILL_PURGE_THREAD=0 and a second thread:
  *                          RSS must stay up while idle, which shows the other
  *                          runs measure the purger, not chance */
@@ -196,6 +199,47 @@ static int run_large(size_t base, size_t bytes) {
   return t_finish("test_purger --large");
 }
 
+/* Default mode. Main fills `bytes` while it is the only thread (no purger is
+ * wanted yet); a second thread's first rill call is a free, which makes the
+ * purger wanted, and it frees everything and exits. No allocation follows,
+ * and frees never start the purger (purger_start_slow), so the thread's exit
+ * must. */
+static struct node *handed;
+static void *free_all(void *arg) {
+  while (handed) {
+    struct node *next = handed->next;
+    free(handed);
+    handed = next;
+  }
+  return arg;
+}
+
+static int run_free_only(size_t base, size_t bytes) {
+  uint64_t seed = 777;
+  for (size_t got = 0; got < bytes;) {
+    size_t n = 16 + (size_t)(rng_next(&seed) % 1009);
+    struct node *o = keep(malloc(n));
+    if (!o) DIE("malloc(%zu) failed after %zu bytes", n, got);
+    memset(o, 0x5a, n);
+    o->next = handed;
+    handed = o;
+    got += n;
+  }
+  bool blocked;
+  CHECK(t_purger_threads(&blocked) == 0, "free-only: a purger runs in a single-threaded process");
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_all, NULL) != 0) DIE("pthread_create failed");
+  pthread_join(t, NULL);
+  size_t after_free = rss_raw(), limit = base + bytes / 8 + shadow_of(bytes);
+  size_t end = idle_until_below(limit, 6000);
+  printf("free-only: RSS %zu MiB at start, %zu MiB after another thread freed %zu MiB and "
+         "exited, %zu MiB after idling\n",
+         base / MiB, after_free / MiB, bytes / MiB, end / MiB);
+  CHECK(end < limit, "free-only: idle RSS stayed at %zu MiB: no purger started", end / MiB);
+  CHECK(t_purger_threads(&blocked) == 1, "free-only: expected one rill-purger thread");
+  return t_finish("test_purger --free-only");
+}
+
 int main(int argc, char **argv) {
   bool control = argc > 1 && strcmp(argv[1], "--control") == 0;
   bool autom = argc > 1 && strcmp(argv[1], "--auto") == 0;
@@ -207,6 +251,7 @@ int main(int argc, char **argv) {
   CHECK(t_purger_threads(&blocked) == 0,
         "a purger thread runs before the pool held pages or the program grew");
   if (autom) return run_auto(base, bytes);
+  if (argc > 1 && strcmp(argv[1], "--free-only") == 0) return run_free_only(base, bytes);
   if (argc > 1 && strcmp(argv[1], "--large") == 0) return run_large(base, bytes);
 
   if (control) {
