@@ -50,8 +50,8 @@ struct node {
   struct node *next;
 };
 
-/* Fills `bytes` with small objects (16..1024 B), touching them, and frees them all. */
-static void burst(size_t bytes, uint64_t seed) {
+/* Fills `bytes` with small objects (16..1024 B), touching them: a list. */
+static struct node *fill(size_t bytes, uint64_t seed) {
   struct node *head = NULL;
   size_t got = 0;
   while (got < bytes) {
@@ -63,11 +63,20 @@ static void burst(size_t bytes, uint64_t seed) {
     head = o;
     got += n;
   }
+  return head;
+}
+
+static void free_list(struct node *head) {
   while (head) {
     struct node *next = head->next;
     free(head);
     head = next;
   }
+}
+
+/* Fills `bytes` with small objects and frees them all. */
+static void burst(size_t bytes, uint64_t seed) {
+  free_list(fill(bytes, seed));
 }
 
 /* Waits idle, reading RSS, until it is under `limit` or `ms` pass. */
@@ -204,31 +213,17 @@ static int run_large(size_t base, size_t bytes) {
  * purger wanted, and it frees everything and exits. No allocation follows,
  * and frees never start the purger (purger_start_slow), so the thread's exit
  * must. */
-static struct node *handed;
-static void *free_all(void *arg) {
-  while (handed) {
-    struct node *next = handed->next;
-    free(handed);
-    handed = next;
-  }
-  return arg;
+static void *free_all(void *list) {
+  free_list(list);
+  return NULL;
 }
 
 static int run_free_only(size_t base, size_t bytes) {
-  uint64_t seed = 777;
-  for (size_t got = 0; got < bytes;) {
-    size_t n = 16 + (size_t)(rng_next(&seed) % 1009);
-    struct node *o = keep(malloc(n));
-    if (!o) DIE("malloc(%zu) failed after %zu bytes", n, got);
-    memset(o, 0x5a, n);
-    o->next = handed;
-    handed = o;
-    got += n;
-  }
+  struct node *handed = fill(bytes, 777);
   bool blocked;
   CHECK(t_purger_threads(&blocked) == 0, "free-only: a purger runs in a single-threaded process");
   pthread_t t;
-  if (pthread_create(&t, NULL, free_all, NULL) != 0) DIE("pthread_create failed");
+  if (pthread_create(&t, NULL, free_all, handed) != 0) DIE("pthread_create failed");
   pthread_join(t, NULL);
   size_t after_free = rss_raw(), limit = base + bytes / 8 + shadow_of(bytes);
   size_t end = idle_until_below(limit, 6000);
