@@ -417,8 +417,8 @@ extern _Atomic uint32_t lend_hint INTERNAL; /* heap.c: some owner may have spans
 void heap_lend_hint(span_t *sp) INTERNAL;
 extern _Atomic int rill_purger_state INTERNAL; /* PURGER_* */
 enum { PURGER_OFF = 0, PURGER_WANTED = 1, PURGER_RUNNING = 2, PURGER_AUTO = 3 };
-/* The allocation slow path calls this, where it holds no rill lock (never a
- * free: purger_start_slow says why): the purger starts once the pool first
+/* The allocation slow path and a thread's exit call this, holding no rill
+ * lock (never a free: purger_start_slow says why): the purger starts once the pool first
  * holds pages or the program has cut four heap chunks (so a small program
  * never gets it). */
 static inline void purger_poll(void) {

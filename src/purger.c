@@ -94,10 +94,11 @@ void purger_thread_seen(void) {
   atomic_compare_exchange_strong_explicit(&rill_purger_state, &expect, PURGER_WANTED, RLX, RLX);
 }
 
-/* Called through purger_poll, by the allocation slow path only, where no rill
- * lock is held. Never by a free: the C library frees the TLS of cached thread
- * stacks while it holds its stack-cache lock, which pthread_create takes as
- * well, so a purger started from such a free deadlocked the thread (a program
+/* Called through purger_poll by the allocation slow path and by a thread's
+ * exit (its key destructor), where no rill lock is held. Never by a free:
+ * the C library frees the TLS of cached thread stacks while it holds its
+ * stack-cache lock, which pthread_create takes as well, so a purger started
+ * from such a free deadlocked the thread (a program
  * joining 3,000 threads: inside pthread_join the cache passed its bound, and
  * the first span that a freed TLS block emptied went to the pool).
  * It starts once the pool holds pages, or once the program has cut four heap
