@@ -31,6 +31,8 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* For a hang with signals open. The purger-start deadlock blocked every
+ * signal in the hung thread, so there only CTest's TIMEOUT (180 s) ends it. */
 static void on_alarm(int sig) {
   (void)sig;
   static const char msg[] = "FAIL test_threads: no progress in 120 s (a deadlock?)\n";
