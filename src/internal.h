@@ -507,6 +507,9 @@ typedef struct heap {
                                * (hot_emptied); the class's next hot span stays unarmed */
   uint64_t warm;              /* bit per class: this thread has had a span of the class
                                * (its next spans are carved in full steps at once) */
+  uint8_t young[NDIRECT_CLS]; /* blocks of each class this thread took from the shared
+                               * heap before it earned a span of its own (heap.c) */
+  uint32_t young_left;        /* bytes of such blocks it may still take */
   chunk_t chunk;              /* fresh address space for small spans; kept when the heap
                                * record passes to a later thread */
   _Atomic uint32_t live;      /* 1 while a thread owns this heap */

@@ -3,7 +3,10 @@
  * cached stacks' TLS blocks, through rill's free, while it holds the cache's
  * lock, which pthread_create takes too. rill once started its purger thread
  * from such a free and deadlocked (purger_start_slow). Also checks that every
- * thread's blocks stay intact and that the threads' heaps are given up.
+ * thread's blocks stay intact, that the threads' heaps are given up, and that
+ * a crowd of threads does not cost a span per thread and class: past a few
+ * dozen threads, a thread's first blocks of a class are young blocks of a
+ * shared heap (src/heap.c), each on cache lines of its own.
  * usage: test_threads [threads]   (default 2000, 64 KiB stacks) */
 #include "rill_test.h"
 
@@ -29,6 +32,41 @@ static void *worker(void *arg) {
     T_free(b[i]);
   }
   return NULL;
+}
+
+/* The fresh thread of `young_lines`: its first malloc(16)s, then more after them. */
+enum { FIRST = 64, AFTER = 8 };
+static void *fresh(void *arg) {
+  void **p = arg;
+  for (unsigned i = 0; i < FIRST + AFTER; i++) p[i] = T_malloc(16);
+  return NULL;
+}
+
+/* With the crowd live: a fresh thread's first malloc(16)s (a page's worth of 64-byte
+ * lines) each start a line of their own, so no two threads' young blocks share one (Hoard
+ * sec. 5.3, active false sharing); the ones after come from its own span, 16 bytes apart. */
+static void young_lines(void) {
+  void *p[FIRST + AFTER] = {0};
+  pthread_t th;
+  if (pthread_create(&th, NULL, fresh, p)) DIE("pthread_create failed");
+  pthread_join(th, NULL);
+  unsigned shared = 0, apart = 0;
+  for (unsigned i = 0; i < FIRST + AFTER; i++)
+    if (!p[i]) DIE("malloc(16) #%u returned NULL", i);
+  for (unsigned i = 0; i < FIRST; i++) {
+    CHECK((uintptr_t)p[i] % 64 == 0 && T_usable(p[i]) >= 64,
+          "young block #%u at %p (usable %zu) is not a line of its own", i, p[i],
+          (size_t)T_usable(p[i]));
+    for (unsigned k = 0; k < i; k++) shared += (uintptr_t)p[k] / 64 == (uintptr_t)p[i] / 64;
+  }
+  for (unsigned i = FIRST + 1; i < FIRST + AFTER; i++)
+    apart += (uintptr_t)p[i] - (uintptr_t)p[i - 1] == 16;
+  printf("young blocks: %u of %u share a line; %u of the %u after them 16 bytes apart\n", shared,
+         FIRST, apart, AFTER - 1);
+  CHECK(shared == 0, "%u young blocks share a cache line", shared);
+  CHECK(apart == AFTER - 1, "after its young blocks, only %u of %u malloc(16)s were 16 apart",
+        apart, AFTER - 1);
+  for (unsigned i = 0; i < FIRST + AFTER; i++) T_free(p[i]);
 }
 
 /* For a hang with signals open. The purger-start deadlock blocked every
@@ -65,6 +103,16 @@ int main(int argc, char **argv) {
            (unsigned long long)s.threads);
     CHECK(s.threads >= nt, "round %d: %llu thread heaps for %u live threads", round,
           (unsigned long long)s.threads, nt);
+    /* each thread holds blocks of 17 classes: a span of each per thread was 17 * nt; young
+     * blocks share spans (about 19 KiB of them a thread, and the first few dozen threads
+     * take spans of their own) */
+    uint64_t spans = s.spans_hot + s.spans_reusable + s.spans_floating;
+    printf("round %d: %llu spans in use, %.2f a thread\n", round, (unsigned long long)spans,
+           (double)spans / nt);
+    if (nt >= 1000)
+      CHECK(spans < 3 * (uint64_t)nt, "round %d: %llu spans in use for %u threads of 64 blocks",
+            round, (unsigned long long)spans, nt);
+    if (round == 0 && nt >= 1000) young_lines();
     pthread_barrier_wait(&go);
     for (unsigned i = 0; i < nt; i++) pthread_join(t[i], NULL);
     pthread_barrier_destroy(&all_up);
