@@ -113,8 +113,7 @@ static void young_init(void) {
 /* A block of class cls (or the line-multiple class above it) from the
  * shared heap, while this thread has taken fewer than a page's worth. */
 static inline bool young_wants(const heap_t *h, unsigned cls) {
-  return RILL_VARIANT == 0 && cls < NDIRECT_CLS && h->young_left &&
-         h->young[cls] < young_max[cls];
+  return RILL_VARIANT == 0 && cls < NDIRECT_CLS && h->young_left && h->young[cls] < young_max[cls];
 }
 static NOINLINE void *young_alloc(heap_t *h, unsigned cls) {
   h->young[cls]++;
