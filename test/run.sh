@@ -250,6 +250,16 @@ for v in "${TSAN_BUILT[@]}"; do
       --threads 1,8 --ops $TS_OPS --items $TS_ITEMS
   fi
 done
+# young blocks (src/heap.c) from the third live thread on, not the 128th: the shared heap's
+# lock, remote frees into its spans from every thread, and young threads' exits, racing
+if step "TSan build (young blocks)" "$LOGS/tsan-build-young.log" \
+  clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
+  -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -DYOUNG_THREADS=2 \
+  -I"$ROOT/include" -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" \
+  -o "$B/tsan/stress_tsan_vyoung" -lpthread; then
+  tsan_run tsan_young young --mode random,prodcons,churn,relay --threads 1,4,16 \
+    --ops $TS_OPS --items $TS_ITEMS --churn $TS_CHURN --churn-par 16 --relay-ms 2000
+fi
 # the eager-return protocol (owner and remote frees racing to claim reusable spans)
 if step "TSan build (test_eager)" "$LOGS/tsan-build-eager.log" \
   clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
