@@ -20,12 +20,18 @@ heap_t rill_empty_heap = {EMPTY_HOT};
 heap_t rill_done_heap = {EMPTY_HOT};
 __thread heap_t *rill_tls = &rill_empty_heap;
 
-/* One locked heap that no thread owns, never torn down: threads whose
- * clean-up already ran (other TLS destructors still calling malloc) allocate
- * from it, and every thread takes its first blocks of each small class from
- * it (below, "young blocks"). */
-static heap_t backing = {EMPTY_HOT};
-static _Atomic int backing_lock;
+/* Locked heaps that no thread owns, never torn down: threads whose clean-up
+ * already ran (other TLS destructors still calling malloc) allocate from the
+ * first, and young threads (below, "young blocks") from the one their heap
+ * id picks, so that a crowd of them does not queue on one lock. */
+#define SHARED_N 8
+static heap_t shared[SHARED_N] = {[0 ... SHARED_N - 1] = {EMPTY_HOT}};
+static _Atomic int shared_lock[SHARED_N];
+#define backing      shared[0]
+#define backing_lock shared_lock[0]
+static inline bool heap_is_shared(const heap_t *h) {
+  return h >= shared && h < shared + SHARED_N;
+}
 
 static heap_t *heaps; /* max_heaps slots, reserved at start-up */
 static _Atomic uint32_t heaps_top;
@@ -80,11 +86,11 @@ static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
  * 2,000 threads holding 64 blocks of 16-512 B each cost 87.9 KiB a thread
  * against glibc's 30.6 (`bench/crowd.c`; a server with a thread per
  * connection, LKmalloc §4). So a thread takes its first blocks of each
- * class up to 1 KiB from `backing`, under its lock, until they would have
+ * class up to 1 KiB from a shared heap (`shared`), under its lock, until they would have
  * filled a page; only then does the class get a span of its own. Such
  * blocks are rounded up to a class whose size is a multiple of a cache line,
  * so no two threads' young blocks share a line (Hoard §5.3, active false
- * sharing); their frees are remote frees into backing's spans, whose empty
+ * sharing); their frees are remote frees into the shared heap's spans, whose empty
  * spans go to the pool like any. What this costs is a lock and a slow path
  * per young malloc, at most a page's worth per class and thread: some 300
  * mallocs for a thread of larson's 10-1000 B, which with threads living for
@@ -98,7 +104,7 @@ static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
 #define YOUNG_LINE  64u
 #define YOUNG_BYTES 4096u /* a page: young_max fits in the uint8_t counters */
 #ifndef YOUNG_THREADS
-#define YOUNG_THREADS 128u /* test builds may lower it (test/run.sh's TSan run) */
+#define YOUNG_THREADS 32u /* test builds may lower it (test/run.sh's TSan run) */
 #endif
 #define YOUNG_THREAD_BYTES (32u << 10)
 static uint8_t young_cls[NDIRECT_CLS], young_max[NDIRECT_CLS];
@@ -121,9 +127,10 @@ static NOINLINE void *young_alloc(heap_t *h, unsigned cls) {
   h->young[cls]++;
   size_t n = class_size(young_cls[cls]);
   h->young_left = h->young_left > n ? h->young_left - (uint32_t)n : 0;
-  spin_lock(&backing_lock);
-  void *p = heap_alloc_class(&backing, young_cls[cls]);
-  spin_unlock(&backing_lock);
+  unsigned k = h->id % SHARED_N;
+  spin_lock(&shared_lock[k]);
+  void *p = heap_alloc_class(&shared[k], young_cls[cls]);
+  spin_unlock(&shared_lock[k]);
   return p;
 }
 
@@ -140,7 +147,7 @@ bool heap_module_init(size_t budget) {
         (heaps = os_reserve(sizeof(heap_t) * max_heaps)) != NULL)
       break;
   atomic_store_explicit(&heaps_usable, rill_opt.commit_demand ? 0 : max_heaps, RLX);
-  atomic_store_explicit(&backing.live, 1, RLX);
+  for (unsigned k = 0; k < SHARED_N; k++) atomic_store_explicit(&shared[k].live, 1, RLX);
   return heaps != NULL;
 }
 
@@ -710,7 +717,7 @@ static size_t heap_sweep(heap_t *h);
 static _Atomic uint64_t stash_beat; /* the pool epoch whose stash flush has run */
 
 static span_t *heap_next_span(heap_t *h, unsigned cls) {
-  if (h != &backing) dbg_heap_mine(h);
+  if (!heap_is_shared(h)) dbg_heap_mine(h);
   /* once per timed purge pass, pool what lost the eager-return race, so it
    * is purged on the same delay as the rest (heap_sweep) */
   if (unlikely(atomic_load_explicit(&h->lent, RLX))) atomic_store_explicit(&h->lent, false, RLX);
@@ -1106,7 +1113,8 @@ static size_t heap_sweep(heap_t *h) {
  * stay on its list, resident, for good. */
 size_t heap_sweep_all(bool idle_only) {
   uint64_t e = pool_epoch();
-  size_t n = heap_sweep(&orphanage) + heap_sweep(&backing);
+  size_t n = heap_sweep(&orphanage);
+  for (unsigned k = 0; k < SHARED_N; k++) n += heap_sweep(&shared[k]);
   uint32_t top = heap_count();
   if (top > max_heaps) top = max_heaps;
   for (uint32_t i = 0; i < top; i++) {
@@ -1329,20 +1337,21 @@ static void heaps_lock_all(bool lock) {
   uint32_t n = heap_count();
   if (n > max_heaps) n = max_heaps;
   for (uint32_t i = 0; i < n; i++) lock ? spin_lock(&heaps[i].lock) : spin_unlock(&heaps[i].lock);
-  lock ? spin_lock(&backing.lock) : spin_unlock(&backing.lock);
+  for (unsigned k = 0; k < SHARED_N; k++)
+    lock ? spin_lock(&shared[k].lock) : spin_unlock(&shared[k].lock);
   lock ? spin_lock(&orphanage.lock) : spin_unlock(&orphanage.lock);
 }
 void heap_fork_prepare(void) {
-  spin_lock(&backing_lock);
+  for (unsigned k = 0; k < SHARED_N; k++) spin_lock(&shared_lock[k]);
   heaps_lock_all(true);
 }
 void heap_fork_parent(void) {
   heaps_lock_all(false);
-  spin_unlock(&backing_lock);
+  for (unsigned k = 0; k < SHARED_N; k++) spin_unlock(&shared_lock[k]);
 }
 void heap_fork_child(void) {
   heaps_lock_all(false);
-  atomic_store_explicit(&backing_lock, 0, RLX);
+  for (unsigned k = 0; k < SHARED_N; k++) atomic_store_explicit(&shared_lock[k], 0, RLX);
   /* the forking thread has a new id here: lending looks it up by id (a
    * pre-forked server's worker waits in its event loop) */
   heap_t *h = rill_tls;
