@@ -80,29 +80,26 @@ static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
     for (unsigned w = direct_lo[cls]; w <= direct_hi[cls]; w++) h->direct[w] = sp;
 }
 
-/* ---- young blocks: a thread's first blocks of a class, from the shared heap
+/* ---- young blocks: a crowd's first blocks, from the shared heaps ----------
  * A span of its own costs a thread a page per class it touches (the span's
- * first page, and its entry in the span table), however few blocks it holds:
- * 2,000 threads holding 64 blocks of 16-512 B each cost 87.9 KiB a thread
- * against glibc's 30.6 (`bench/crowd.c`; a server with a thread per
- * connection, LKmalloc §4). So a thread takes its first blocks of each
- * class up to 1 KiB from a shared heap (`shared`), under its lock, until they would have
- * filled a page; only then does the class get a span of its own. Such
- * blocks are rounded up to a class whose size is a multiple of a cache line,
- * so no two threads' young blocks share a line (Hoard §5.3, active false
- * sharing); their frees are remote frees into the shared heap's spans, whose empty
- * spans go to the pool like any. What this costs is a lock and a slow path
- * per young malloc, at most a page's worth per class and thread: some 300
- * mallocs for a thread of larson's 10-1000 B, which with threads living for
- * 2,000 replacements each lost a quarter of its throughput. So a thread
- * starts young only when YOUNG_THREADS others hold heaps already (a page per
- * class for each of a hundred threads is a few megabytes; hundreds and
- * thousands of threads are where it adds up), and takes YOUNG_THREAD_BYTES
- * of young blocks in all. With 32 as the bound, 64 larson threads lost 5-7%
- * of their throughput (living for 50,000 replacements each) and bleeding
- * every 2,000 held 7-16% more RSS, even with the 32 KiB. */
+ * first page), however few blocks it holds: 2,000 threads holding 64 blocks
+ * of 16-512 B each cost 87.9 KiB a thread against glibc's 30.6 (`crowd`; a
+ * server with a thread per connection, LKmalloc §4). So once YOUNG_THREADS
+ * threads hold heaps, a new thread starts young: its first blocks of each
+ * class up to 1 KiB come from a shared heap, under that heap's lock, until
+ * they would fill two pages of the class or reach YOUNG_THREAD_BYTES in all;
+ * then the class gets a span of its own. A young block is rounded up to a
+ * class that is a multiple of a cache line, so no two threads' young blocks
+ * share a line (Hoard §5.3, active false sharing); its free is a remote free
+ * into the shared heap's span. The price is a slow path and a lock per young
+ * malloc: with the page-per-class bound alone, some 300 for a thread of
+ * larson's 10-1000 B, and 4 threads bleeding into new ones every 2,000
+ * replacements lost a quarter of their throughput; hence the bounds, and
+ * eight shared heaps picked by heap id rather than one (docs/design.md,
+ * "Young blocks"). One page per class let a thread of 64 blocks of 16-512 B
+ * pass it in a class or two (40.6 KiB a thread); two pages, 34.6. */
 #define YOUNG_LINE  64u
-#define YOUNG_BYTES 4096u /* a page: young_max fits in the uint8_t counters */
+#define YOUNG_BYTES 8192u /* two pages: young_max fits in the uint8_t counters */
 #ifndef YOUNG_THREADS
 #define YOUNG_THREADS 32u /* test builds may lower it (test/run.sh's TSan run) */
 #endif
@@ -118,8 +115,8 @@ static void young_init(void) {
   }
 }
 
-/* A block of class cls (or the line-multiple class above it) from the
- * shared heap, while this thread has taken fewer than a page's worth. */
+/* A block of class cls (or the line-multiple class above it) from a shared
+ * heap, while this thread is young in the class. */
 static inline bool young_wants(const heap_t *h, unsigned cls) {
   return RILL_VARIANT == 0 && cls < NDIRECT_CLS && h->young_left && h->young[cls] < young_max[cls];
 }
@@ -162,7 +159,7 @@ static void heap_reset(heap_t *h, uint32_t id) {
   for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
   h->warm = h->let_go = 0;
-  /* young blocks only while many threads live (see young_init) */
+  /* young blocks only in a crowd of threads (above, "young blocks") */
   bool crowd = atomic_fetch_add_explicit(&heaps_live, 1, RLX) >= YOUNG_THREADS;
   h->young_left = crowd ? YOUNG_THREAD_BYTES : 0;
   memset(h->young, 0, sizeof h->young);

@@ -35,14 +35,14 @@ static void *worker(void *arg) {
 }
 
 /* The fresh thread of `young_lines`: its first malloc(16)s, then more after them. */
-enum { FIRST = 64, AFTER = 8 };
+enum { FIRST = 128, AFTER = 8 };
 static void *fresh(void *arg) {
   void **p = arg;
   for (unsigned i = 0; i < FIRST + AFTER; i++) p[i] = T_malloc(16);
   return NULL;
 }
 
-/* With the crowd live: a fresh thread's first malloc(16)s (a page's worth of 64-byte
+/* With the crowd live: a fresh thread's first malloc(16)s (two pages' worth of 64-byte
  * lines) each start a line of their own, so no two threads' young blocks share one (Hoard
  * sec. 5.3, active false sharing); the ones after come from its own span, 16 bytes apart. */
 static void young_lines(void) {
