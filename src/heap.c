@@ -87,19 +87,20 @@ static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
  * server with a thread per connection, LKmalloc §4). So once YOUNG_THREADS
  * threads hold heaps, a new thread starts young: its first blocks of each
  * class up to 1 KiB come from a shared heap, under that heap's lock, until
- * they would fill two pages of the class or reach YOUNG_THREAD_BYTES in all;
- * then the class gets a span of its own. A young block is rounded up to a
- * class that is a multiple of a cache line, so no two threads' young blocks
- * share a line (Hoard §5.3, active false sharing); its free is a remote free
- * into the shared heap's span. The price is a slow path and a lock per young
- * malloc: with the page-per-class bound alone, some 300 for a thread of
- * larson's 10-1000 B, and 4 threads bleeding into new ones every 2,000
- * replacements lost a quarter of their throughput; hence the bounds, and
- * eight shared heaps picked by heap id rather than one (docs/design.md,
- * "Young blocks"). One page per class let a thread of 64 blocks of 16-512 B
- * pass it in a class or two (40.6 KiB a thread); two pages, 34.6. */
+ * they would fill 8 KiB of the class (two 4 KiB pages) or reach
+ * YOUNG_THREAD_BYTES in all; then the class gets a span of its own. A
+ * young block is rounded up to a class that is a multiple of a cache line,
+ * so no two threads' young blocks share a line (Hoard §5.3, active false
+ * sharing); its free is a remote free into the shared heap's span. The
+ * price is a slow path and a lock per young malloc: with a page per class
+ * as the only bound, some 300 for a thread of larson's 10-1000 B, and 4
+ * threads bleeding into new ones every 2,000 replacements lost a quarter of
+ * their throughput; hence the bounds, and eight shared heaps picked by heap
+ * id rather than one (docs/design.md, "Young blocks"). 4 KiB per class let
+ * a thread of 64 blocks of 16-512 B pass it in a class or two (40.6 KiB a
+ * thread); 8 KiB, 34.6. */
 #define YOUNG_LINE  64u
-#define YOUNG_BYTES 8192u /* two pages: young_max fits in the uint8_t counters */
+#define YOUNG_BYTES 8192u /* young_max (128 at most) fits the uint8_t counters */
 #ifndef YOUNG_THREADS
 #define YOUNG_THREADS 32u /* test builds may lower it (test/run.sh's TSan run) */
 #endif

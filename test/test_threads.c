@@ -42,7 +42,7 @@ static void *fresh(void *arg) {
   return NULL;
 }
 
-/* With the crowd live: a fresh thread's first malloc(16)s (two pages' worth of 64-byte
+/* With the crowd live: a fresh thread's first malloc(16)s (8 KiB of 64-byte
  * lines) each start a line of their own, so no two threads' young blocks share one (Hoard
  * sec. 5.3, active false sharing); the ones after come from its own span, 16 bytes apart. */
 static void young_lines(void) {
