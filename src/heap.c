@@ -1353,6 +1353,9 @@ void heap_fork_child(void) {
   /* the forking thread has a new id here: lending looks it up by id (a
    * pre-forked server's worker waits in its event loop) */
   heap_t *h = rill_tls;
-  if (h != &rill_empty_heap && h != &rill_done_heap)
-    atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX);
+  bool mine = h != &rill_empty_heap && h != &rill_done_heap;
+  if (mine) atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX);
+  /* the parent's other threads do not exist here: a crowd of them must not
+   * make the child's threads young (their records are never given back) */
+  atomic_store_explicit(&heaps_live, mine ? 1 : 0, RLX);
 }

@@ -11,6 +11,7 @@
 #include "rill_test.h"
 
 #include <pthread.h>
+#include <sys/wait.h>
 
 enum { BLOCKS = 64 };
 static pthread_barrier_t all_up, go;
@@ -69,6 +70,28 @@ static void young_lines(void) {
   for (unsigned i = 0; i < FIRST + AFTER; i++) T_free(p[i]);
 }
 
+/* A child forked with the crowd live has one thread: its new threads are not young, and take
+ * spans of their own from their first block (the parent's records stay taken in the child). */
+static void young_fork(void) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) DIE("fork failed");
+  if (pid == 0) {
+    void *p[FIRST + AFTER] = {0};
+    pthread_t th;
+    if (pthread_create(&th, NULL, fresh, p)) _exit(2);
+    pthread_join(th, NULL);
+    bool packed = (uintptr_t)p[1] - (uintptr_t)p[0] == 16 && T_usable(p[0]) == 16;
+    _exit(packed ? 0 : 1);
+  }
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) DIE("waitpid failed");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "a forked child's fresh thread took young blocks (status %#x): the parent's crowd "
+        "counted in the child",
+        st);
+}
+
 /* For a hang with signals open. The purger-start deadlock blocked every
  * signal in the hung thread, so there only CTest's TIMEOUT (180 s) ends it. */
 static void on_alarm(int sig) {
@@ -112,7 +135,10 @@ int main(int argc, char **argv) {
     if (nt >= 1000)
       CHECK(spans < 3 * (uint64_t)nt, "round %d: %llu spans in use for %u threads of 64 blocks",
             round, (unsigned long long)spans, nt);
-    if (round == 0 && nt >= 1000) young_lines();
+    if (round == 0 && nt >= 1000) {
+      young_lines();
+      young_fork();
+    }
     pthread_barrier_wait(&go);
     for (unsigned i = 0; i < nt; i++) pthread_join(t[i], NULL);
     pthread_barrier_destroy(&all_up);
