@@ -257,9 +257,8 @@ if step "TSan build (young blocks)" "$LOGS/tsan-build-young.log" \
   -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -DYOUNG_THREADS=2 \
   -I"$ROOT/include" -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" \
   -o "$B/tsan/stress_tsan_vyoung" -lpthread; then
-  tsan_run tsan_young young --mode random,prodcons,churn,relay,fork --threads 1,4,16 \
-    --ops $TS_OPS --items $TS_ITEMS --churn $TS_CHURN --churn-par 16 --relay-ms 2000 \
-    --forks $TS_FORKS --fork-threads 4
+  tsan_run tsan_young young --mode random,prodcons,churn,fork --threads 4,16 --ops $TS_OPS \
+    --items $TS_ITEMS --churn $TS_CHURN --churn-par 16 --forks $TS_FORKS --fork-threads 4
 fi
 # the eager-return protocol (owner and remote frees racing to claim reusable spans)
 if step "TSan build (test_eager)" "$LOGS/tsan-build-eager.log" \
@@ -321,9 +320,8 @@ if step "RILL_DEBUG build (young blocks)" "$LOGS/debug-build-young.log" \
   -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -DYOUNG_THREADS=2 -I"$ROOT/include" \
   -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" -o "$DBG/stress_debug_young" -lpthread; then
   step "RILL_DEBUG stress, young blocks" "$LOGS/debug-stress-young.log" \
-    "$DBG/stress_debug_young" --mode random,prodcons,churn,relay,fork --threads 1,4,16 \
-    --ops $TS_OPS --items $TS_ITEMS --churn $TS_CHURN --churn-par 16 --relay-ms 2000 \
-    --forks $TS_FORKS
+    "$DBG/stress_debug_young" --mode random,prodcons,churn,fork --threads 4,16 \
+    --ops $TS_OPS --items $TS_ITEMS --churn $TS_CHURN --churn-par 16 --forks $TS_FORKS
 fi
 if step "RILL_DEBUG build (test_lend)" "$LOGS/debug-build-lend.log" \
   gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-use-after-free -DRILL_DEBUG=1 \
