@@ -249,7 +249,9 @@ static void list_unlink(heap_t *h, span_t *sp) {
   list_cut(h, sp);
   atomic_store_explicit(&sp->check, 0, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
-  if (h == &orphanage) atomic_store_explicit(&sp->heap, NULL, RLX);
+  /* release: a free that claims the orphan now pools it without the lock
+   * (heap_claimed), and the next heap to format it must see these writes */
+  if (h == &orphanage) atomic_store_explicit(&sp->heap, NULL, REL);
 }
 
 /* Moves a listed span to the back of its list; it stays listed. */
@@ -441,7 +443,8 @@ bool heap_stashed(void) {
  * Once FREE the span is never listed again, and `heap` can only change to
  * NULL (list_unlink), under the lock taken here. */
 void heap_claimed(span_t *sp, bool whole) {
-  heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
+  race_window();
+  heap_t *owner = atomic_load_explicit(&sp->heap, ACQ); /* list_unlink */
   span_t *out = sp;
   if (owner) { /* NULL: taken off the orphanage's list already */
     spin_lock(&owner->lock);

@@ -245,15 +245,18 @@ static void span_take_list(span_t *sp, uint64_t x) {
   used_set(sp, used_get(sp) - n);
 }
 
-/* One CAS from state *x to ATTACHED; the remote list becomes local, or, when
- * both local lists are in use, stays pending on the span (an attached span's
- * remote list is collected when its lists run dry). False if the CAS failed
- * (*x then holds the current word). */
+/* One CAS from state *x to ATTACHED, the remote list left pending; then,
+ * the span being ours, it becomes local (span_collect), or stays pending
+ * when both local lists are in use. The local lists are read only after the
+ * CAS: until it succeeds a free may claim the span and pool it, and another
+ * heap may format it: an orphan unlinked from the orphanage's list has no
+ * owner whose lock the claim would wait on (a TSan report in CI, churn
+ * mode). False if the CAS failed (*x then holds the current word). */
 bool span_attach(span_t *sp, uint64_t *x) {
-  bool take = list_room(sp);
-  uint64_t nw = take ? XF_MAKE(ST_ATTACHED, 0, 0) : XF_WITH(ST_ATTACHED, *x);
-  if (!atomic_compare_exchange_weak_explicit(&sp->xf, x, nw, ACQ, RLX)) return false;
-  if (take) span_take_list(sp, *x);
+  race_window();
+  if (!atomic_compare_exchange_weak_explicit(&sp->xf, x, XF_WITH(ST_ATTACHED, *x), ACQ, RLX))
+    return false;
+  span_collect(sp);
   return true;
 }
 
