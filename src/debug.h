@@ -23,7 +23,7 @@ enum {
   EV_ORPHAN,    /* listed on the orphanage */
   EV_CLAIM,     /* claimed empty off a list */
   EV_POOL,      /* into the span pool */
-  EV_ADOPT,     /* adopted from the orphanage */
+  EV_ADOPT,     /* adopted from the orphanage or a shared heap */
   EV_SWEEP,     /* pooled by a sweep of a heap's lists */
   EV_HAND,      /* handed to its owner's list by a remote free */
   EV_REMOTE,    /* state changed by a remote free */

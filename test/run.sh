@@ -262,6 +262,21 @@ if step "TSan build (young blocks, race windows)" "$LOGS/tsan-build-young.log" \
   tsan_run tsan_young young --mode random,prodcons,churn,fork --threads 4,16 --ops $TS_OPS \
     --items $TS_ITEMS --churn $TS_CHURN --churn-par 16 --forks $TS_FORKS --fork-threads 4
 fi
+# a crowd of 1,000 threads, its young blocks, and the shared heaps' spans it leaves, adopted
+# by the next thread's span changes (src/heap.c, shared_adopt), with the race windows open
+if step "TSan build (test_threads)" "$LOGS/tsan-build-threads.log" \
+  clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
+  -DRILL_NO_OVERRIDE -DUSE_RILL_API -DRILL_RACE_WINDOWS -I"$ROOT/include" -I"$ROOT/test" \
+  "${SRCS[@]}" "$ROOT/test/test_threads.c" -o "$B/tsan/threads_tsan" -lpthread; then
+  log="$LOGS/tsan_threads.log"
+  if "$B/tsan/threads_tsan" 1000 >"$log" 2>&1 && ! grep -q 'ThreadSanitizer' "$log"; then
+    pass tsan_threads
+  else
+    failed tsan_threads
+    grep -m1 -A30 'WARNING: ThreadSanitizer' "$log" | sed 's/^/  | /' >&2 || true
+    tail -5 "$log" | sed 's/^/  | /' >&2
+  fi
+fi
 # the eager-return protocol (owner and remote frees racing to claim reusable spans)
 if step "TSan build (test_eager)" "$LOGS/tsan-build-eager.log" \
   clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
