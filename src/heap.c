@@ -13,19 +13,25 @@
 static uint32_t max_heaps; /* MAX_HEAPS, or fewer under an address-space limit */
 
 span_t rill_empty_span;
-#define EMPTY_HOT                                                                                  \
+#define SHARED_N 8 /* shared heaps (below) */
+/* The lists of the heaps no thread owns: the two sentinels, the shared
+ * heaps and the orphanage (below); thread heaps' are in heap_lists. */
+static heap_lists_t fixed_lists[2 + SHARED_N + 1];
+#define FIXED_HEAP(k)                                                                              \
   .hot = {[0 ... NCLASSES - 1] = &rill_empty_span},                                                \
-  .direct = {[0 ... DIRECT_N - 1] = &rill_empty_span}
-heap_t rill_empty_heap = {EMPTY_HOT};
-heap_t rill_done_heap = {EMPTY_HOT};
+  .direct = {[0 ... DIRECT_N - 1] = &rill_empty_span}, .ls = &fixed_lists[k]
+heap_t rill_empty_heap = {FIXED_HEAP(0)};
+heap_t rill_done_heap = {FIXED_HEAP(1)};
 __thread heap_t *rill_tls = &rill_empty_heap;
 
 /* Locked heaps that no thread owns, never torn down: threads whose clean-up
  * already ran (other TLS destructors still calling malloc) allocate from the
  * first, and young threads (below, "young blocks") from the one their heap
  * id picks, so that a crowd of them does not queue on one lock. */
-#define SHARED_N 8
-static heap_t shared[SHARED_N] = {[0 ... SHARED_N - 1] = {EMPTY_HOT}};
+static heap_t shared[SHARED_N] = {{FIXED_HEAP(2)}, {FIXED_HEAP(3)}, {FIXED_HEAP(4)},
+                                  {FIXED_HEAP(5)}, {FIXED_HEAP(6)}, {FIXED_HEAP(7)},
+                                  {FIXED_HEAP(8)}, {FIXED_HEAP(9)}};
+_Static_assert(SHARED_N == 8, "one initializer per shared heap");
 static _Atomic int shared_lock[SHARED_N];
 #define backing      shared[0]
 #define backing_lock shared_lock[0]
@@ -33,7 +39,15 @@ static inline bool heap_is_shared(const heap_t *h) {
   return h >= shared && h < shared + SHARED_N;
 }
 
-static heap_t *heaps; /* max_heaps slots, reserved at start-up */
+static heap_t *heaps;            /* max_heaps slots, reserved at start-up */
+static heap_lists_t *heap_lists; /* their lists, beside them (heap_lists_t) */
+
+/* A heap's lists: a fixed heap's own, or those of its slot in heaps[]
+ * (never written in the record, so a scan that meets a record not yet
+ * reset reads empty lists, as it did when they were in it). */
+static inline heap_lists_t *lists(const heap_t *h) {
+  return h->ls ? h->ls : &heap_lists[h - heaps];
+}
 static _Atomic uint32_t heaps_top;
 static _Atomic uint32_t heaps_live; /* records a thread owns now */
 static _Atomic uint64_t heaps_free; /* tagged stack of recycled ids: id+1 | tag */
@@ -62,7 +76,8 @@ static bool heaps_commit(uint32_t id) {
   if (id >= u) {
     uint32_t to = (id + HEAPS_STEP) & ~(HEAPS_STEP - 1);
     if (to > max_heaps) to = max_heaps;
-    ok = os_commit_grow(heaps, u * sizeof(heap_t), to * sizeof(heap_t));
+    ok = os_commit_grow(heaps, u * sizeof(heap_t), to * sizeof(heap_t)) &&
+         os_commit_grow(heap_lists, u * sizeof(heap_lists_t), to * sizeof(heap_lists_t));
     if (ok) atomic_store_explicit(&heaps_usable, to, REL);
   }
   spin_unlock(&heaps_commit_lock);
@@ -143,10 +158,13 @@ bool heap_module_init(size_t budget) {
   young_init();
   /* 152 MiB of address space: under a tight ulimit -v, fewer heaps within
    * the budget (threads past the last share a locked one) */
-  for (max_heaps = MAX_HEAPS; max_heaps >= 64; max_heaps /= 2)
-    if (sizeof(heap_t) * max_heaps <= budget &&
-        (heaps = os_reserve(sizeof(heap_t) * max_heaps)) != NULL)
-      break;
+  for (max_heaps = MAX_HEAPS; max_heaps >= 64; max_heaps /= 2) {
+    size_t rec = sizeof(heap_t) * max_heaps, lists = sizeof(heap_lists_t) * max_heaps;
+    if (rec + lists > budget || !(heaps = os_reserve(rec))) continue;
+    if ((heap_lists = os_reserve(lists)) != NULL) break;
+    os_unmap(heaps, rec);
+    heaps = NULL;
+  }
   atomic_store_explicit(&heaps_usable, rill_opt.commit_demand ? 0 : max_heaps, RLX);
   for (unsigned k = 0; k < SHARED_N; k++) atomic_store_explicit(&shared[k].live, 1, RLX);
   return heaps != NULL;
@@ -155,7 +173,7 @@ bool heap_module_init(size_t budget) {
 /* List heads are written with relaxed atomic stores: the orphanage's heads
  * are peeked at without its lock. */
 static void list_head_set(heap_t *h, unsigned cls, span_t *sp) {
-  __atomic_store_n(&h->list[cls], sp, __ATOMIC_RELAXED);
+  __atomic_store_n(&lists(h)->list[cls], sp, __ATOMIC_RELAXED);
 }
 
 static void heap_reset(heap_t *h, uint32_t id) {
@@ -170,9 +188,10 @@ static void heap_reset(heap_t *h, uint32_t id) {
   atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX); /* heap_new runs in the owner */
   atomic_store_explicit(&h->gen, atomic_load_explicit(&h->gen, RLX) + 1, RLX);
   spin_lock(&h->lock); /* a late remote free may still be listing a span here */
-  for (unsigned c = 0; c < NCLASSES; c++) {
-    list_head_set(h, c, NULL);
-    h->tail[c] = NULL;
+  heap_lists_t *ls = lists(h);
+  for (unsigned c = 0; c < NCLASSES; c++) { /* written only if set: see heap_lists_t */
+    if (ls->list[c]) list_head_set(h, c, NULL);
+    if (ls->tail[c]) ls->tail[c] = NULL;
   }
   __atomic_store_n(&h->closed, false, __ATOMIC_RELAXED);
   atomic_store_explicit(&h->lent, false, RLX);
@@ -216,11 +235,11 @@ static void heap_recycle(heap_t *h) {
  * Only slow paths take it; the owner's fast free never touches the lists. */
 static void list_link(heap_t *h, span_t *sp) {
   sp->prev = NULL;
-  sp->next = h->list[sp->cls];
+  sp->next = lists(h)->list[sp->cls];
   if (sp->next)
     sp->next->prev = sp;
   else
-    h->tail[sp->cls] = sp;
+    lists(h)->tail[sp->cls] = sp;
   list_head_set(h, sp->cls, sp);
   atomic_store_explicit(&sp->where, AT_LISTED, RLX);
 }
@@ -233,7 +252,7 @@ static void list_cut(heap_t *h, span_t *sp) {
   if (sp->next)
     sp->next->prev = sp->prev;
   else
-    h->tail[sp->cls] = sp->prev;
+    lists(h)->tail[sp->cls] = sp->prev;
   sp->prev = sp->next = NULL;
 }
 
@@ -259,16 +278,16 @@ static void list_unlink(heap_t *h, span_t *sp) {
 
 /* Moves a listed span to the back of its list; it stays listed. */
 static void list_to_tail(heap_t *h, span_t *sp) {
-  span_t *t = h->tail[sp->cls];
+  span_t *t = lists(h)->tail[sp->cls];
   if (t == sp) return;
   list_cut(h, sp);
-  t = h->tail[sp->cls];
+  t = lists(h)->tail[sp->cls];
   sp->prev = t;
   if (t)
     t->next = sp;
   else
     list_head_set(h, sp->cls, sp);
-  h->tail[sp->cls] = sp;
+  lists(h)->tail[sp->cls] = sp;
 }
 
 /* ---- the stash: spans this heap emptied, for its next span changes ------ */
@@ -504,7 +523,7 @@ static bool listed_detach(span_t *sp) {
  * termination") are listed on a heap no thread owns: the claim that returns
  * an owned listed span at its last free returns an orphan the same way, and
  * any heap adopts from it. */
-static heap_t orphanage = {EMPTY_HOT}; /* declared above list_unlink */
+static heap_t orphanage = {FIXED_HEAP(10)}; /* declared above list_unlink */
 
 /* Lists a span that is not attached anywhere (floating, queued, or released
  * by its exiting owner) on heap `to`, whose lock the caller holds. Its `used`
@@ -658,7 +677,7 @@ static span_t *list_pop(heap_t *h, unsigned cls, bool any) {
   do {
     best = NULL;
     unsigned best_tier = 0, passed = 0; /* tier 2: an eighth free, 1: a sixteenth */
-    span_t *sp = h->list[cls], *moved = NULL;
+    span_t *sp = lists(h)->list[cls], *moved = NULL;
     for (unsigned seen = 0; sp && sp != moved && seen < POP_SCAN; seen++) {
       span_t *next = sp->next;
       if (any) {
@@ -679,7 +698,7 @@ static span_t *list_pop(heap_t *h, unsigned cls, bool any) {
     }
     if (!best) break;
     /* the spans that passed lead the list now: all but the one taken go back */
-    sp = h->list[cls];
+    sp = lists(h)->list[cls];
     for (; passed && sp; passed--) {
       span_t *next = sp->next;
       if (sp != best) list_to_tail(h, sp);
@@ -696,7 +715,7 @@ static span_t *list_pop(heap_t *h, unsigned cls, bool any) {
  * becomes this heap's, its remote list local. */
 static span_t *adopt_from(heap_t *h, heap_t *from, unsigned cls, bool any) {
   span_t *sp;
-  if (!__atomic_load_n(&from->list[cls], __ATOMIC_RELAXED)) return NULL;
+  if (!__atomic_load_n(&lists(from)->list[cls], __ATOMIC_RELAXED)) return NULL;
   while ((sp = list_pop(from, cls, any)) != NULL) {
     span_set_heap(sp, h);
     if (used_get(sp) == 0) {
@@ -1117,7 +1136,7 @@ static size_t heap_sweep(heap_t *h) {
   span_t *got = NULL;
   spin_lock(&h->lock);
   for (unsigned c = 0; c < NCLASSES; c++) {
-    span_t *sp = h->list[c];
+    span_t *sp = lists(h)->list[c];
     while (sp) {
       span_t *next = sp->next;
       uint64_t x = atomic_load_explicit(&sp->xf, ACQ);
@@ -1191,7 +1210,7 @@ static bool lendable(const span_t *sp) {
 /* Has h a listed span with room? Under h's lock. */
 static bool lendable_any(heap_t *h) {
   for (unsigned c = 0; c < NCLASSES; c++)
-    for (span_t *sp = h->list[c]; sp; sp = sp->next)
+    for (span_t *sp = lists(h)->list[c]; sp; sp = sp->next)
       if (lendable(sp)) return true;
   return false;
 }
@@ -1229,7 +1248,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
     return 0;
   }
   for (unsigned c = 0; c < NCLASSES; c++)
-    for (span_t *sp = h->list[c]; sp; sp = sp->next)
+    for (span_t *sp = lists(h)->list[c]; sp; sp = sp->next)
       if (lendable(sp)) atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_thread_fence(memory_order_seq_cst);
   bool still = os_thread_waiting(tid, &after) && after == before;
@@ -1241,7 +1260,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
   span_t *moved = NULL;
   size_t n = 0;
   for (unsigned c = 0; c < NCLASSES; c++)
-    for (span_t *sp = h->list[c], *next; sp; sp = next) {
+    for (span_t *sp = lists(h)->list[c], *next; sp; sp = next) {
       next = sp->next;
       if (atomic_load_explicit(&sp->attached, RLX) == h) continue;
       /* not lent (it ran meanwhile, or a free claimed the span): attached

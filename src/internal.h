@@ -485,12 +485,19 @@ bool class_is_run(unsigned cls) INTERNAL;
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
 #define STASH_ORDERS RUN_ORDER /* bigger spans are runs, which go back to runs.c */
+/* A heap's reusable lists, in an array beside the heap records: a thread
+ * that never lists a span (a young one, heap.c) leaves their pages
+ * untouched, 896 bytes of its record's 2,560 (`crowd`). */
+typedef struct heap_lists {
+  span_t *list[NCLASSES]; /* partly free spans the heap tracks (reusable) */
+  span_t *tail[NCLASSES]; /* last span of each list */
+} heap_lists_t;
 typedef struct heap {
   _Alignas(64) span_t *direct[DIRECT_N]; /* hot span by (n + 7) / 8 for n <= 1024: one
                                           * load, no class lookup, on the malloc fast path */
   span_t *hot[NCLASSES];                 /* allocation span per class (scalloc: hot) */
-  span_t *list[NCLASSES];                /* partly free spans this heap tracks (reusable) */
-  span_t *tail[NCLASSES];                /* last span of each list */
+  heap_lists_t *ls;                      /* the lists of a heap no thread owns; NULL in the
+                                          * records of thread heaps (heap.c, lists) */
   _Atomic int lock;                      /* guards list[] and closed: the owner's slow paths and
                                           * remote frees that list or claim a span take it */
   bool closed;                           /* the owner has exited: spans handed back are orphaned */
