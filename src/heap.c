@@ -17,11 +17,16 @@ span_t rill_empty_span;
 /* The lists of the heaps no thread owns: the two sentinels, the shared
  * heaps and the orphanage (below); thread heaps' are in heap_lists. */
 static heap_lists_t fixed_lists[2 + SHARED_N + 1];
-#define FIXED_HEAP(k)                                                                              \
+/* The sentinels' hot spans are the empty span from the start, since the
+ * fast paths read them before start-up; the other fixed heaps' are set at
+ * start-up (heap_module_init): 185 pointers each, and a relocation for the
+ * loader to apply to each, 40 KiB of them read at every program's start. */
+#define FIXED_HEAP(k) .ls = &fixed_lists[k]
+#define SENTINEL_HEAP(k)                                                                           \
   .hot = {[0 ... NCLASSES - 1] = &rill_empty_span},                                                \
-  .direct = {[0 ... DIRECT_N - 1] = &rill_empty_span}, .ls = &fixed_lists[k]
-heap_t rill_empty_heap = {FIXED_HEAP(0)};
-heap_t rill_done_heap = {FIXED_HEAP(1)};
+  .direct = {[0 ... DIRECT_N - 1] = &rill_empty_span}, FIXED_HEAP(k)
+heap_t rill_empty_heap = {SENTINEL_HEAP(0)};
+heap_t rill_done_heap = {SENTINEL_HEAP(1)};
 __thread heap_t *rill_tls = &rill_empty_heap;
 
 /* Locked heaps that no thread owns, never torn down: threads whose clean-up
@@ -33,6 +38,7 @@ static heap_t shared[SHARED_N] = {{FIXED_HEAP(2)}, {FIXED_HEAP(3)}, {FIXED_HEAP(
                                   {FIXED_HEAP(8)}, {FIXED_HEAP(9)}};
 _Static_assert(SHARED_N == 8, "one initializer per shared heap");
 static _Atomic int shared_lock[SHARED_N];
+static heap_t orphanage; /* below, "spans handed back by other threads" */
 #define backing      shared[0]
 #define backing_lock shared_lock[0]
 static inline bool heap_is_shared(const heap_t *h) {
@@ -156,6 +162,10 @@ bool heap_module_init(size_t budget) {
     direct_hi[c] = (uint8_t)(class_size(c) / 8);
   }
   young_init();
+  for (unsigned k = 0; k <= SHARED_N; k++) {
+    heap_t *h = k < SHARED_N ? &shared[k] : &orphanage;
+    for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
+  }
   /* 152 MiB of address space: under a tight ulimit -v, fewer heaps within
    * the budget (threads past the last share a locked one) */
   for (max_heaps = MAX_HEAPS; max_heaps >= 64; max_heaps /= 2) {
