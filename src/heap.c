@@ -169,9 +169,9 @@ bool heap_module_init(size_t budget) {
   /* 152 MiB of address space: under a tight ulimit -v, fewer heaps within
    * the budget (threads past the last share a locked one) */
   for (max_heaps = MAX_HEAPS; max_heaps >= 64; max_heaps /= 2) {
-    size_t rec = sizeof(heap_t) * max_heaps, lists = sizeof(heap_lists_t) * max_heaps;
-    if (rec + lists > budget || !(heaps = os_reserve(rec))) continue;
-    if ((heap_lists = os_reserve(lists)) != NULL) break;
+    size_t rec = sizeof(heap_t) * max_heaps, ls = sizeof(heap_lists_t) * max_heaps;
+    if (rec + ls > budget || !(heaps = os_reserve(rec))) continue;
+    if ((heap_lists = os_reserve(ls)) != NULL) break;
     os_unmap(heaps, rec);
     heaps = NULL;
   }
