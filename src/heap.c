@@ -497,6 +497,7 @@ void heap_claimed(span_t *sp, bool whole) {
 /* Claims a LISTED span whose blocks are all back (its owner's `used` equals
  * the remote count). */
 static bool listed_claim(span_t *sp, uint64_t x, uint32_t used) {
+  race_window();
   while (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used) {
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
       heap_claimed(sp, used == 0);
@@ -522,6 +523,7 @@ static void list_push(heap_t *h, span_t *sp) {
 /* LISTED -> ATTACHED for a span just unlinked under the lock: its remote
  * list becomes local. False when a free claimed it first (it pools it). */
 static bool listed_detach(span_t *sp) {
+  race_window();
   uint64_t x = atomic_load_explicit(&sp->xf, RLX);
   while (XF_STATE(x) == ST_LISTED)
     if (span_attach(sp, &x)) return true;

@@ -627,8 +627,10 @@ static inline void spin_unlock(_Atomic int *l) {
   atomic_store_explicit(l, 0, REL);
 }
 /* Test builds (-DRILL_RACE_WINDOWS) yield at points where another thread
- * may claim, pool or reformat the span in hand, so TSan runs on two cores
- * meet interleavings that come once in dozens of runs otherwise. */
+ * may claim, pool or reformat the span in hand (span_attach, span_collect,
+ * after a remote free's push, listed_detach, listed_claim, heap_claimed),
+ * so TSan runs on two cores meet interleavings that come once in dozens of
+ * runs otherwise. */
 #ifdef RILL_RACE_WINDOWS
 #define race_window()                                                                              \
   do {                                                                                             \

@@ -264,6 +264,7 @@ bool span_attach(span_t *sp, uint64_t *x) {
  * first keeps the common "nothing there" case free of atomics. With both
  * local lists in use they wait (counted in `used` and the remote count). */
 uint32_t span_collect(span_t *sp) {
+  race_window();
   if (atomic_load_explicit(&sp->xf, RLX) == XF_MAKE(ST_ATTACHED, 0, 0) || !list_room(sp)) return 0;
   uint64_t x = atomic_exchange_explicit(&sp->xf, XF_MAKE(ST_ATTACHED, 0, 0), ACQ);
   span_take_list(sp, x);
@@ -338,6 +339,7 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t key) {
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, nw, memory_order_seq_cst, RLX)) break;
   }
   atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + 1, RLX);
+  race_window(); /* the block is back: the owner may empty and pool the span */
   if (nst == ST_LISTED) {
     /* the owner's frees now compare against the remote count */
     uint32_t one = 1;
