@@ -15,8 +15,9 @@ static uint32_t max_heaps; /* MAX_HEAPS, or fewer under an address-space limit *
 span_t rill_empty_span;
 #define SHARED_N 8 /* shared heaps (below) */
 /* The lists of the heaps no thread owns: the two sentinels, the shared
- * heaps and the orphanage (below); thread heaps' are in heap_lists. */
-static heap_lists_t fixed_lists[2 + SHARED_N + 1];
+ * heaps, the orphanage and the young threads' heap (below); thread heaps'
+ * are in heap_lists. */
+static heap_lists_t fixed_lists[2 + SHARED_N + 2];
 /* The sentinels' hot spans are the empty span from the start, since the
  * fast paths read them before start-up; the other fixed heaps' are set at
  * start-up (heap_module_init): 185 pointers each, and a relocation for the
@@ -39,6 +40,11 @@ static heap_t shared[SHARED_N] = {{FIXED_HEAP(2)}, {FIXED_HEAP(3)}, {FIXED_HEAP(
 _Static_assert(SHARED_N == 8, "one initializer per shared heap");
 static _Atomic int shared_lock[SHARED_N];
 static heap_t orphanage; /* below, "spans handed back by other threads" */
+/* The heap of every young thread (below, "young blocks"): all its hot spans
+ * are the empty span, so each malloc takes the slow path, and it owns no
+ * span, so each free is a remote one. Set up at start-up like the shared
+ * heaps: the fast paths meet it only in threads started since. */
+static heap_t young_heap = {FIXED_HEAP(2 + SHARED_N + 1)};
 #define backing      shared[0]
 #define backing_lock shared_lock[0]
 static inline bool heap_is_shared(const heap_t *h) {
@@ -55,8 +61,10 @@ static inline heap_lists_t *lists(const heap_t *h) {
   return h->ls ? h->ls : &heap_lists[h - heaps];
 }
 static _Atomic uint32_t heaps_top;
-static _Atomic uint32_t heaps_live; /* records a thread owns now */
-static _Atomic uint64_t heaps_free; /* tagged stack of recycled ids: id+1 | tag */
+static _Atomic uint32_t heaps_live;  /* records a thread owns now */
+static _Atomic uint32_t young_live;  /* threads young now (young_heap) */
+static _Atomic uint64_t young_frees; /* remote frees of young threads that have grown up or left */
+static _Atomic uint64_t heaps_free;  /* tagged stack of recycled ids: id+1 | tag */
 /* Heaps whose records are writable: max_heaps, or with RILL_COMMIT those
  * committed so far, HEAPS_STEP at a time as new ids are handed out. */
 static _Atomic uint32_t heaps_usable;
@@ -65,6 +73,12 @@ static _Atomic int heaps_commit_lock;
 
 heap_t *heap_at(uint32_t id) {
   return &heaps[id];
+}
+uint32_t heap_young_live(void) {
+  return atomic_load_explicit(&young_live, RLX);
+}
+uint64_t heap_young_frees(void) {
+  return atomic_load_explicit(&young_frees, RLX);
 }
 /* Heaps a scan may look at: ids handed out, within the writable records. */
 uint32_t heap_count(void) {
@@ -106,7 +120,7 @@ static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
  * first page), however few blocks it holds: 2,000 threads holding 64 blocks
  * of 16-512 B each cost 87.9 KiB a thread against glibc's 30.6 (`crowd`; a
  * server with a thread per connection, LKmalloc §4). So once YOUNG_THREADS
- * threads hold heaps, a new thread starts young: its first blocks of each
+ * threads are live, a new thread starts young: its first blocks of each
  * class up to 1 KiB come from a shared heap, under that heap's lock, until
  * they would fill 8 KiB of the class (two 4 KiB pages) or reach
  * YOUNG_THREAD_BYTES in all; then the class gets a span of its own. A
@@ -119,7 +133,10 @@ static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
  * their throughput; hence the bounds, and eight shared heaps picked by heap
  * id rather than one (docs/design.md, "Young blocks"). 4 KiB per class let
  * a thread of 64 blocks of 16-512 B pass it in a class or two (40.6 KiB a
- * thread); 8 KiB, 34.6. */
+ * thread); 8 KiB, 34.6. A young thread takes no heap record of its own
+ * until it needs a span (heap_grow_up): its state is in its TLS, and the
+ * record's 1,664 bytes, written at a thread's start since the fast paths
+ * read its hot spans unchecked, cost 1.6 KiB a thread of the 33.8. */
 #define YOUNG_LINE  64u
 #define YOUNG_BYTES 8192u /* young_max (128 at most) fits the uint8_t counters */
 #ifndef YOUNG_THREADS
@@ -127,6 +144,13 @@ static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
 #endif
 #define YOUNG_THREAD_BYTES (32u << 10)
 static uint8_t young_cls[NDIRECT_CLS], young_max[NDIRECT_CLS];
+typedef struct young {
+  uint8_t n[NDIRECT_CLS]; /* blocks of each class taken from the shared heap */
+  uint8_t k;              /* which shared heap */
+  uint32_t left;          /* bytes of such blocks it may still take */
+  uint64_t frees;         /* remote frees while young (young_heap has no counter to spare) */
+} young_t;
+static __thread young_t young_tls __attribute__((tls_model("initial-exec")));
 static _Atomic uint64_t young_beat; /* pool_epoch() at the last young malloc (shared_adopt) */
 
 static void young_init(void) {
@@ -140,16 +164,17 @@ static void young_init(void) {
 
 /* A block of class cls (or the line-multiple class above it) from a shared
  * heap, while this thread is young in the class. */
-static inline bool young_wants(const heap_t *h, unsigned cls) {
-  return RILL_VARIANT == 0 && cls < NDIRECT_CLS && h->young_left && h->young[cls] < young_max[cls];
+static inline bool young_wants(unsigned cls) {
+  return RILL_VARIANT == 0 && cls < NDIRECT_CLS && young_tls.left &&
+         young_tls.n[cls] < young_max[cls];
 }
-static NOINLINE void *young_alloc(heap_t *h, unsigned cls) {
-  h->young[cls]++;
+static NOINLINE void *young_alloc(unsigned cls) {
+  young_tls.n[cls]++;
   size_t n = class_size(young_cls[cls]);
-  h->young_left = h->young_left > n ? h->young_left - (uint32_t)n : 0;
+  young_tls.left = young_tls.left > n ? young_tls.left - (uint32_t)n : 0;
   uint64_t e = pool_epoch();
   if (atomic_load_explicit(&young_beat, RLX) != e) atomic_store_explicit(&young_beat, e, RLX);
-  unsigned k = h->id % SHARED_N;
+  unsigned k = young_tls.k;
   spin_lock(&shared_lock[k]);
   void *p = heap_alloc_class(&shared[k], young_cls[cls]);
   spin_unlock(&shared_lock[k]);
@@ -162,8 +187,8 @@ bool heap_module_init(size_t budget) {
     direct_hi[c] = (uint8_t)(class_size(c) / 8);
   }
   young_init();
-  for (unsigned k = 0; k <= SHARED_N; k++) {
-    heap_t *h = k < SHARED_N ? &shared[k] : &orphanage;
+  for (unsigned k = 0; k <= SHARED_N + 1; k++) {
+    heap_t *h = k < SHARED_N ? &shared[k] : k == SHARED_N ? &orphanage : &young_heap;
     for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   }
   /* 152 MiB of address space: under a tight ulimit -v, fewer heaps within
@@ -191,10 +216,7 @@ static void heap_reset(heap_t *h, uint32_t id) {
   for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
   h->warm = h->let_go = 0;
-  /* young blocks only in a crowd of threads (above, "young blocks") */
-  bool crowd = atomic_fetch_add_explicit(&heaps_live, 1, RLX) >= YOUNG_THREADS;
-  h->young_left = crowd ? YOUNG_THREAD_BYTES : 0;
-  memset(h->young, 0, sizeof h->young);
+  atomic_fetch_add_explicit(&heaps_live, 1, RLX);
   atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX); /* heap_new runs in the owner */
   atomic_store_explicit(&h->gen, atomic_load_explicit(&h->gen, RLX) + 1, RLX);
   spin_lock(&h->lock); /* a late remote free may still be listing a span here */
@@ -858,8 +880,9 @@ static void hot_arm(heap_t *h, span_t *sp) {
 
 void *heap_alloc_class(heap_t *h, unsigned cls) {
   span_t *sp = h->hot[cls];
-  if (sp == &rill_empty_span && young_wants(h, cls)) {
-    void *p = young_alloc(h, cls);
+  /* a thread grown up keeps taking young blocks in its young classes */
+  if (sp == &rill_empty_span && young_wants(cls) && !heap_is_shared(h)) {
+    void *p = young_alloc(cls);
     if (p) return p;
   }
   for (;;) {
@@ -888,26 +911,69 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
 /* Any request on a set-up heap. Aligned requests pick the first class whose
  * size is a multiple of the alignment: blocks sit at multiples of their size
  * from a slot-aligned (16 KiB) span start, so they come out aligned. */
-static void *heap_alloc_any(heap_t *h, size_t n, size_t align, bool *zeroed) {
+static unsigned class_for(size_t n, size_t align) {
   size_t m = n > align ? n : align;
-  if (m <= CLASS_MAX && align <= SLOT_SIZE) {
-    *zeroed = false;
-    unsigned c = size_class(m);
-    while (class_size(c) % align) c++;
-    return heap_alloc_class(h, c);
-  }
-  return large_alloc(h, n, align, zeroed);
+  if (m > CLASS_MAX || align > SLOT_SIZE) return CLS_LARGE;
+  unsigned c = size_class(m);
+  while (class_size(c) % align) c++;
+  return c;
+}
+static void *heap_alloc_any(heap_t *h, size_t n, size_t align, bool *zeroed) {
+  unsigned c = class_for(n, align);
+  if (c == CLS_LARGE) return large_alloc(h, n, align, zeroed);
+  *zeroed = false;
+  return heap_alloc_class(h, c);
 }
 
 /* First allocation of a thread: global start-up if needed, then a heap. */
 heap_t *heap_get_slow(void) {
   if (!atomic_load_explicit(&rill_ready, ACQ) && !rill_init()) return NULL;
-  heap_t *h = heap_new();
-  if (!h) return NULL;
+  heap_t *h = &young_heap;
+  /* young blocks only in a crowd of threads (above, "young blocks") */
+  uint32_t live = atomic_load_explicit(&heaps_live, RLX) + atomic_load_explicit(&young_live, RLX);
+  if (RILL_VARIANT == 0 && live >= YOUNG_THREADS) {
+    uint32_t y = atomic_fetch_add_explicit(&young_live, 1, RLX);
+    young_tls = (young_t){.k = (uint8_t)(y % SHARED_N), .left = YOUNG_THREAD_BYTES};
+  } else if (!(h = heap_new())) {
+    return NULL;
+  }
   rill_tls = h;
   rill_thread_register(h);
   purger_thread_seen();
   return h;
+}
+
+/* A young thread's remote frees so far, to the count the statistics read. */
+static void young_frees_fold(void) {
+  if (young_tls.frees) atomic_fetch_add_explicit(&young_frees, young_tls.frees, RLX);
+  young_tls.frees = 0;
+}
+
+/* A young thread's first request the shared heaps do not serve: from now on
+ * it has a heap record of its own, and young blocks only in the classes
+ * where it still may (heap_alloc_class). */
+static heap_t *heap_grow_up(void) {
+  heap_t *h = heap_new();
+  if (!h) return &rill_done_heap; /* no record free: the backing heap, and again next time */
+  atomic_fetch_sub_explicit(&young_live, 1, RLX);
+  young_frees_fold();
+  rill_tls = h; /* before the key's value changes: that may allocate */
+  rill_thread_register(h);
+  return h;
+}
+
+/* A request from a young thread: a young block, or a grown-up heap's. */
+static void *young_request(size_t n, size_t align, bool *zeroed, heap_t **grown) {
+  unsigned c = class_for(n, align);
+  if (c != CLS_LARGE && young_wants(c)) {
+    void *p = young_alloc(c);
+    if (p) {
+      *zeroed = false;
+      return p;
+    }
+  }
+  *grown = heap_grow_up();
+  return NULL;
 }
 
 void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) {
@@ -917,6 +983,7 @@ void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) {
     if (!h) h = &rill_done_heap;
   }
   purger_poll(); /* after heap_get_slow: a second thread's first malloc may start it */
+  if (h == &young_heap && (p = young_request(n, align, zeroed, &h)) != NULL) return p;
   if (h == &rill_done_heap) {
     if (!atomic_load_explicit(&rill_ready, ACQ) && !rill_init()) return NULL;
     spin_lock(&backing_lock);
@@ -1065,7 +1132,7 @@ static NOINLINE bool heap_take(heap_t *h, span_t *sp, block_t *b) {
 static inline bool may_take(const heap_t *h, span_t *sp) {
   unsigned st = XF_STATE(atomic_load_explicit(&sp->xf, RLX));
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
-  if (h == &rill_done_heap) return false;
+  if (h == &rill_done_heap || h == &young_heap) return false;
   /* a loan refused here costs no global lock: each free into another
    * thread's loan would take the orphanage's lock only to be refused */
   if (st == ST_LISTED) return owner == &orphanage && loan_ours(sp, h);
@@ -1091,7 +1158,11 @@ void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) {
     if (mine) h = mine;
   }
   if (may_take(h, sp) && heap_take(h, sp, p)) return;
-  span_free_remote(h, sp, p, key);
+  span_free_remote(sp, p, key);
+  if (h == &young_heap)
+    young_tls.frees++;
+  else
+    atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + 1, RLX);
 }
 
 /* ---- thread exit -------------------------------------------------------- */
@@ -1125,7 +1196,7 @@ static void heap_release(span_t *sp) {
 /* rill_collect(true): the calling thread also lets go of spans it holds
  * empty, hot ones included. */
 void heap_collect(heap_t *h) {
-  if (h == &rill_empty_heap || h == &rill_done_heap) return;
+  if (h == &rill_empty_heap || h == &rill_done_heap || h == &young_heap) return;
   for (unsigned c = 0; c < NCLASSES; c++) {
     span_t *sp = h->hot[c];
     if (sp != &rill_empty_span) {
@@ -1344,6 +1415,13 @@ size_t heap_lend_idle(bool all) {
 
 void heap_thread_done(heap_t *h) {
   if (h == &rill_empty_heap || h == &rill_done_heap) return;
+  young_tls.left = 0; /* later destructors' mallocs: the backing heap, not young blocks */
+  if (h == &young_heap) {
+    rill_tls = &rill_done_heap;
+    atomic_fetch_sub_explicit(&young_live, 1, RLX);
+    young_frees_fold();
+    return;
+  }
   dbg_heap_mine(h);
   rill_tls = &rill_done_heap;
   spin_lock(&h->lock); /* from now on, spans handed back become orphans */
@@ -1389,7 +1467,7 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
  * this thread's shard only (run_get), so the thread's buffers stay among its
  * own runs and grow in place from there on. */
 void *large_alloc_moved(heap_t *h, size_t n) {
-  if (h == &rill_empty_heap || h == &rill_done_heap) return NULL;
+  if (h == &rill_empty_heap || h == &rill_done_heap || h == &young_heap) return NULL;
   bool zeroed = false;
   return large_place(h, n, 8, &zeroed, true);
 }
@@ -1419,9 +1497,11 @@ void heap_fork_child(void) {
   /* the forking thread has a new id here: lending looks it up by id (a
    * pre-forked server's worker waits in its event loop) */
   heap_t *h = rill_tls;
-  bool mine = h != &rill_empty_heap && h != &rill_done_heap;
+  bool young = h == &young_heap;
+  bool mine = h != &rill_empty_heap && h != &rill_done_heap && !young;
   if (mine) atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX);
   /* the parent's other threads do not exist here: a crowd of them must not
    * make the child's threads young (their records are never given back) */
   atomic_store_explicit(&heaps_live, mine ? 1 : 0, RLX);
+  atomic_store_explicit(&young_live, young ? 1 : 0, RLX);
 }

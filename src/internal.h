@@ -472,7 +472,7 @@ static inline block_t *block_of_key(const span_t *sp, uint32_t key) {
   return (block_t *)(sp->start + ((uintptr_t)key << 3));
 }
 span_t *span_lookup(const void *p) INTERNAL;
-void span_free_remote(struct heap *h, span_t *sp, block_t *b, uint32_t key) INTERNAL;
+void span_free_remote(span_t *sp, block_t *b, uint32_t key) INTERNAL;
 uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
 void span_module_init(void) INTERNAL;
 unsigned class_order(unsigned cls) INTERNAL;
@@ -486,8 +486,8 @@ bool class_is_run(unsigned cls) INTERNAL;
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
 #define STASH_ORDERS RUN_ORDER /* bigger spans are runs, which go back to runs.c */
 /* A heap's reusable lists, in an array beside the heap records: a thread
- * that never lists a span (a young one, heap.c) leaves their pages
- * untouched, 896 bytes of its record's 2,560 (`crowd`). */
+ * that never lists a span leaves their pages untouched (896 bytes of what
+ * was a 2,560-byte record; `crowd`). */
 typedef struct heap_lists {
   span_t *list[NCLASSES]; /* partly free spans the heap tracks (reusable) */
   span_t *tail[NCLASSES]; /* last span of each list */
@@ -514,9 +514,6 @@ typedef struct heap {
                                * (hot_emptied); the class's next hot span stays unarmed */
   uint64_t warm;              /* bit per class: this thread has had a span of the class
                                * (its next spans are carved in full steps at once) */
-  uint8_t young[NDIRECT_CLS]; /* blocks of each class this thread took from the shared
-                               * heap before it earned a span of its own (heap.c) */
-  uint32_t young_left;        /* bytes of such blocks it may still take */
   chunk_t chunk;              /* fresh address space for small spans; kept when the heap
                                * record passes to a later thread */
   _Atomic uint32_t live;      /* 1 while a thread owns this heap */
@@ -564,6 +561,8 @@ size_t heap_sweep_all(bool idle_only) INTERNAL;
 size_t heap_lend_idle(bool all) INTERNAL;
 uint64_t heap_spans_lent(void) INTERNAL;
 heap_t *heap_at(uint32_t id) INTERNAL;
+uint64_t heap_young_frees(void) INTERNAL;
+uint32_t heap_young_live(void) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *large_alloc_moved(heap_t *h, size_t n) INTERNAL;

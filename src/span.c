@@ -317,7 +317,7 @@ span_t *span_lookup(const void *p) {
  * rises, so a stale read can miss an empty span but never claim a live one.
  * The push is sequentially consistent so that an owner free racing with it
  * sees the push or is seen by it (heap_span_emptied is the owner's side). */
-void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t key) {
+void span_free_remote(span_t *sp, block_t *b, uint32_t key) {
   uint64_t old = atomic_load_explicit(&sp->xf, RLX), nw;
   unsigned st, nst;
   /* read while b is out: the span cannot be emptied and formatted again */
@@ -338,7 +338,6 @@ void span_free_remote(heap_t *h, span_t *sp, block_t *b, uint32_t key) {
     nw = XF_MAKE(nst, n, key + 1);
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, nw, memory_order_seq_cst, RLX)) break;
   }
-  atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + 1, RLX);
   race_window(); /* the block is back: the owner may empty and pool the span */
   if (nst == ST_LISTED) {
     /* the owner's frees now compare against the remote count */

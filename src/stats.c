@@ -56,6 +56,8 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
       s.remote_frees += atomic_load_explicit(&h->remote_frees, RLX);
       s.threads += atomic_load_explicit(&h->live, RLX);
     }
+    s.remote_frees += heap_young_frees();
+    s.threads += heap_young_live();
     s.huge_bytes = huge_bytes();
     s.bytes_purged = pool_purged_bytes();
     s.bytes_in_use += s.huge_bytes;
@@ -88,7 +90,10 @@ __attribute__((visibility("default"))) void rill_stats_print(int fd) {
   o = put_num(o, " spans_free=", s.spans_free);
   o = put_num(o, " remote_frees=", s.remote_frees);
   o = put_num(o, " threads=", s.threads);
-  o = put_num(o, " lent=", heap_spans_lent()); /* not in struct rill_stats: its size is ABI */
+  /* not in struct rill_stats, whose size is ABI: spans lent ever, and the
+   * live threads still young (heap.c, "young blocks": no heap record yet) */
+  o = put_num(o, " lent=", heap_spans_lent());
+  o = put_num(o, " young=", heap_young_live());
   *o++ = '\n';
   ssize_t w = write(fd, buf, (size_t)(o - buf));
   (void)w;
@@ -160,14 +165,15 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *fp) {
           "<rill in_use=\"%llu\" committed=\"%llu\" reserved=\"%llu\" purged=\"%llu\" "
           "huge=\"%llu\"/>\n"
           "<spans hot=\"%llu\" floating=\"%llu\" reusable=\"%llu\" free=\"%llu\"/>\n"
-          "<threads live=\"%llu\" remote_frees=\"%llu\" spans_lent=\"%llu\"/>\n"
+          "<threads live=\"%llu\" young=\"%llu\" remote_frees=\"%llu\" spans_lent=\"%llu\"/>\n"
           "</malloc>\n",
           (unsigned long long)s.bytes_in_use, (unsigned long long)s.bytes_committed,
           (unsigned long long)s.bytes_reserved, (unsigned long long)s.bytes_purged,
           (unsigned long long)s.huge_bytes, (unsigned long long)s.spans_hot,
           (unsigned long long)s.spans_floating, (unsigned long long)s.spans_reusable,
           (unsigned long long)s.spans_free, (unsigned long long)s.threads,
-          (unsigned long long)s.remote_frees, (unsigned long long)heap_spans_lent());
+          (unsigned long long)heap_young_live(), (unsigned long long)s.remote_frees,
+          (unsigned long long)heap_spans_lent());
   return 0;
 }
 #endif

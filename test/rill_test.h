@@ -265,6 +265,22 @@ static inline size_t rss_bytes(void) {
   return (size_t)res * page_size();
 }
 
+/* A counter of rill_stats_print's line that struct rill_stats has no room for (its size is
+ * part of the ABI): " lent=", " young=". */
+static inline unsigned long long stats_field(const char *name) {
+  int fd[2];
+  char line[1024];
+  if (pipe(fd) != 0) DIE("pipe failed");
+  rill_stats_print(fd[1]);
+  close(fd[1]);
+  ssize_t n = read(fd[0], line, sizeof line - 1);
+  close(fd[0]);
+  line[n > 0 ? n : 0] = 0;
+  const char *at = strstr(line, name);
+  if (!at) DIE("rill_stats_print wrote no%s: %s", name, line);
+  return strtoull(at + strlen(name), NULL, 10);
+}
+
 #define MiB ((size_t)1 << 20)
 #define KiB ((size_t)1 << 10)
 

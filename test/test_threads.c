@@ -200,6 +200,15 @@ int main(int argc, char **argv) {
     if (nt >= 1000)
       CHECK(spans < 3 * (uint64_t)nt, "round %d: %llu spans in use for %u threads of 64 blocks",
             round, (unsigned long long)spans, nt);
+    /* past YOUNG_THREADS (32) live, a thread's first blocks are young and it takes no heap
+     * record of its own: these threads' 64 blocks of 16-520 B never leave young blocks */
+    unsigned long long young = stats_field(" young=");
+    printf("round %d: %llu of them young\n", round, young);
+    if (nt >= 1000)
+      CHECK(young + 64 >= nt,
+            "round %d: %llu of %u live threads young, want all but the first "
+            "few dozen",
+            round, young, nt);
     if (round == 0 && nt >= 1000) {
       young_lines();
       young_fork();
@@ -210,6 +219,10 @@ int main(int argc, char **argv) {
     pthread_barrier_destroy(&go);
     rill_stats_get(&s);
     printf("round %d: all joined, %llu thread heaps\n", round, (unsigned long long)s.threads);
+    CHECK(stats_field(" young=") == 0,
+          "round %d: threads still young after every one was "
+          "joined",
+          round);
     /* main's, and the purger's if it has one */
     CHECK(s.threads <= 2, "round %d: %llu thread heaps after every thread was joined", round,
           (unsigned long long)s.threads);
