@@ -1334,6 +1334,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
     for (span_t *sp = lists(h)->list[c]; sp; sp = sp->next)
       if (lendable(sp)) atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_thread_fence(memory_order_seq_cst);
+  race_window(); /* the owner may wake here: its frees find the spans unattached */
   bool still = os_thread_waiting(tid, &after) && after == before;
   if (still) {
     owner_acquire(h);                           /* its frees came before its wait */
