@@ -193,9 +193,13 @@ static uintptr_t arena_reserve(size_t size) {
 void arena_setup(void) {
   long pg = sysconf(_SC_PAGESIZE);
   rill_arena.page = pg > 0 ? (size_t)pg : 4096;
+  /* the system call itself: the C library's wrapper sits in 64 KiB of its
+   * text that nothing else a small program runs touches (and the kernel
+   * maps such text in whole 64 KiB windows); it returns the bytes written */
   cpu_set_t set;
   unsigned ncpu = 1;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) ncpu = (unsigned)CPU_COUNT(&set);
+  memset(&set, 0, sizeof set);
+  if (syscall(SYS_sched_getaffinity, 0, sizeof set, &set) > 0) ncpu = (unsigned)CPU_COUNT(&set);
   if (ncpu < 1) ncpu = 1;
   rill_arena.stripes = ncpu > MAX_STRIPES ? MAX_STRIPES : ncpu;
   unsigned mo = 0;
