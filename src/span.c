@@ -320,11 +320,19 @@ span_t *span_lookup(const void *p) {
 void span_free_remote(span_t *sp, block_t *b, uint32_t key) {
   uint64_t old = atomic_load_explicit(&sp->xf, RLX), nw;
   unsigned st, nst;
-  /* read while b is out: the span cannot be emptied and formatted again */
-  uint32_t cap = sp->cap, mark = span_reuse_mark(sp);
+  uint32_t cap = 0, mark = 0;
   for (;;) {
     st = XF_STATE(old);
     if (unlikely(st == ST_FREE)) rill_invalid("free", b); /* double free */
+    /* read while b is out (the span cannot be emptied and formatted again),
+     * and only for the states that weigh them: `cap` sits on the owner's
+     * line, which the owner of an attached span writes at every malloc, so
+     * a free into another thread's hot span reads one line of the span
+     * entry besides the remote word, and leaves the owner's line alone */
+    if (st != ST_ATTACHED) {
+      cap = sp->cap;
+      mark = span_reuse_mark(sp);
+    }
     uint32_t n = XF_COUNT(old) + 1;
     b->next = XF_HEAD(old) ? block_of_key(sp, XF_HEAD(old) - 1) : NULL;
     nst = st;
