@@ -32,8 +32,8 @@ __thread heap_t *rill_tls = &rill_empty_heap;
 
 /* Locked heaps that no thread owns, never torn down: threads whose clean-up
  * already ran (other TLS destructors still calling malloc) allocate from the
- * first, and young threads (below, "young blocks") from the one their heap
- * id picks, so that a crowd of them does not queue on one lock. */
+ * first, and young threads (below, "young blocks") from the one picked in
+ * turn at their start, so that a crowd of them does not queue on one lock. */
 static heap_t shared[SHARED_N] = {{FIXED_HEAP(2)}, {FIXED_HEAP(3)}, {FIXED_HEAP(4)},
                                   {FIXED_HEAP(5)}, {FIXED_HEAP(6)}, {FIXED_HEAP(7)},
                                   {FIXED_HEAP(8)}, {FIXED_HEAP(9)}};
@@ -130,8 +130,8 @@ static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
  * price is a slow path and a lock per young malloc: with a page per class
  * as the only bound, some 300 for a thread of larson's 10-1000 B, and 4
  * threads bleeding into new ones every 2,000 replacements lost a quarter of
- * their throughput; hence the bounds, and eight shared heaps picked by heap
- * id rather than one (docs/design.md, "Young blocks"). 4 KiB per class let
+ * their throughput; hence the bounds, and eight shared heaps, taken in turn
+ * as threads start, rather than one (docs/design.md, "Young blocks"). 4 KiB per class let
  * a thread of 64 blocks of 16-512 B pass it in a class or two (40.6 KiB a
  * thread); 8 KiB, 34.6. A young thread takes no heap record of its own
  * until it needs a span (heap_grow_up): its state is in its TLS, and the
@@ -925,7 +925,8 @@ static void *heap_alloc_any(heap_t *h, size_t n, size_t align, bool *zeroed) {
   return heap_alloc_class(h, c);
 }
 
-/* First allocation of a thread: global start-up if needed, then a heap. */
+/* A thread's first call: global start-up if needed, then a heap record, or
+ * in a crowd the young threads' heap (above, "young blocks"). */
 heap_t *heap_get_slow(void) {
   if (!atomic_load_explicit(&rill_ready, ACQ) && !rill_init()) return NULL;
   heap_t *h = &young_heap;
