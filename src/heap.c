@@ -50,6 +50,12 @@ static heap_t young_heap = {FIXED_HEAP(2 + SHARED_N + 1)};
 static inline bool heap_is_shared(const heap_t *h) {
   return h >= shared && h < shared + SHARED_N;
 }
+/* A thread's heap that owns no span: not set up yet, its thread cleaned up,
+ * or young. Such a heap takes over nothing, and has nothing to collect,
+ * grow in place or give up. */
+static inline bool owns_nothing(const heap_t *h) {
+  return h == &rill_empty_heap || h == &rill_done_heap || h == &young_heap;
+}
 
 static heap_t *heaps;            /* max_heaps slots, reserved at start-up */
 static heap_lists_t *heap_lists; /* their lists, beside them (heap_lists_t) */
@@ -297,8 +303,6 @@ static void list_cut(heap_t *h, span_t *sp) {
  * waiter read the old `heap` and the new `where`, unlinked the span from
  * the orphanage's list while it sat on another heap's, and two heaps then
  * allocated from it: larson with short-lived threads, 1 run in 10.) */
-static heap_t orphanage;
-
 static void list_unlink(heap_t *h, span_t *sp) {
   list_cut(h, sp);
   atomic_store_explicit(&sp->check, 0, RLX);
@@ -557,7 +561,7 @@ static bool listed_detach(span_t *sp) {
  * termination") are listed on a heap no thread owns: the claim that returns
  * an owned listed span at its last free returns an orphan the same way, and
  * any heap adopts from it. */
-static heap_t orphanage = {FIXED_HEAP(10)}; /* declared above list_unlink */
+static heap_t orphanage = {FIXED_HEAP(2 + SHARED_N)}; /* declared above, by the shared heaps */
 
 /* Lists a span that is not attached anywhere (floating, queued, or released
  * by its exiting owner) on heap `to`, whose lock the caller holds. Its `used`
@@ -1129,11 +1133,11 @@ static NOINLINE bool heap_take(heap_t *h, span_t *sp, block_t *b) {
 /* Could heap_take take the span? A cheap look first, so that the usual
  * remote free (into another live thread's hot, listed or floating span)
  * stays a short path: heap_take, out of line, checks again under its CAS or
- * lock. An exited thread (rill_done_heap) owns nothing. */
+ * lock. An exited or young thread owns nothing (owns_nothing). */
 static inline bool may_take(const heap_t *h, span_t *sp) {
   unsigned st = XF_STATE(atomic_load_explicit(&sp->xf, RLX));
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
-  if (h == &rill_done_heap || h == &young_heap) return false;
+  if (owns_nothing(h)) return false; /* rill_empty_heap: its heap_get_slow failed */
   /* a loan refused here costs no global lock: each free into another
    * thread's loan would take the orphanage's lock only to be refused */
   if (st == ST_LISTED) return owner == &orphanage && loan_ours(sp, h);
@@ -1197,7 +1201,7 @@ static void heap_release(span_t *sp) {
 /* rill_collect(true): the calling thread also lets go of spans it holds
  * empty, hot ones included. */
 void heap_collect(heap_t *h) {
-  if (h == &rill_empty_heap || h == &rill_done_heap || h == &young_heap) return;
+  if (owns_nothing(h)) return;
   for (unsigned c = 0; c < NCLASSES; c++) {
     span_t *sp = h->hot[c];
     if (sp != &rill_empty_span) {
@@ -1469,7 +1473,7 @@ void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) {
  * this thread's shard only (run_get), so the thread's buffers stay among its
  * own runs and grow in place from there on. */
 void *large_alloc_moved(heap_t *h, size_t n) {
-  if (h == &rill_empty_heap || h == &rill_done_heap || h == &young_heap) return NULL;
+  if (owns_nothing(h)) return NULL;
   bool zeroed = false;
   return large_place(h, n, 8, &zeroed, true);
 }
@@ -1499,8 +1503,7 @@ void heap_fork_child(void) {
   /* the forking thread has a new id here: lending looks it up by id (a
    * pre-forked server's worker waits in its event loop) */
   heap_t *h = rill_tls;
-  bool young = h == &young_heap;
-  bool mine = h != &rill_empty_heap && h != &rill_done_heap && !young;
+  bool young = h == &young_heap, mine = !owns_nothing(h);
   if (mine) atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX);
   /* the parent's other threads do not exist here: a crowd of them must not
    * make the child's threads young (their records are never given back) */
