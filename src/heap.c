@@ -1018,6 +1018,16 @@ heap_t *heap_new_variant(void) {
  * not armed again meanwhile, so a loop that allocates and frees one block
  * pays two slow paths per beat, not per call. */
 static void hot_emptied(heap_t *h, span_t *sp) {
+  /* Blocks still out: `check` is not the 1 hot_arm set but CHECK_ALL, left
+   * by a remote free that pushed while the span was listed and upgraded
+   * `check` after the owner had taken the span back and armed it (the step
+   * after span_free_remote's push). Claiming here pooled a span with a block
+   * out: a later malloc handed that block out again. Arm the span again; a
+   * free in flight can do this at most once each. */
+  if (used_get(sp) != 0) {
+    atomic_store_explicit(&sp->check, 1, RLX);
+    return;
+  }
   uint64_t x = XF_MAKE(ST_ATTACHED, 0, 0);
   atomic_store_explicit(&sp->check, 0, RLX);
   if (!atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
