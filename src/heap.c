@@ -521,10 +521,12 @@ void heap_claimed(span_t *sp, bool whole) {
 }
 
 /* Claims a LISTED span whose blocks are all back (its owner's `used` equals
- * the remote count). */
+ * the remote count). `used` was read after `x`, so it holds for x's listing
+ * only: a failed CAS retries while the tag is x's (list_tag). */
 static bool listed_claim(span_t *sp, uint64_t x, uint32_t used) {
   race_window();
-  while (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used) {
+  uint64_t tag = x & XF_TAG_MASK;
+  while (XF_STATE(x) == ST_LISTED && XF_COUNT(x) == used && (x & XF_TAG_MASK) == tag) {
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
       heap_claimed(sp, used == 0);
       return true;
@@ -533,17 +535,38 @@ static bool listed_claim(span_t *sp, uint64_t x, uint32_t used) {
   return false;
 }
 
+/* The xf bits of a span's next listing: LISTED and a tag that differs from
+ * its last 511 listings'. A claimant holds the word it read and the `used` it
+ * read after it (listed_claim, span_free_remote): within one listing `used`
+ * only falls and the count only rises, so the pair can miss an empty span
+ * but never claim a live one. Across listings it could: an exiting thread
+ * put an orphan with all its blocks back and was delayed before its claim;
+ * another thread adopted the span, allocated from it and left it to the
+ * orphanage again, two blocks out; the delayed claim's CAS failed, and its
+ * retry, with the word read again but the old `used`, pooled the span
+ * (stress churn, RILL_DEBUG with race windows, 1 run in 20). The tag also
+ * fails a first CAS that would meet the same count and head again. The
+ * lister holds the span alone, and the xf word's release and acquire order
+ * one lister's write before the next one's read. */
+static uint64_t list_tag(span_t *sp) {
+  uint32_t n = atomic_load_explicit(&sp->listings, RLX) + 1;
+  atomic_store_explicit(&sp->listings, n, RLX);
+  return XF_MAKE(ST_LISTED, 0, 0) | ((uint64_t)n << 52 & XF_TAG_MASK);
+}
+
 /* Attached span -> LISTED on this heap's reusable list (scalloc: reusable).
- * It may be empty already, when remote frees outran the owner. */
+ * It may be empty already, when remote frees outran the owner. An attached
+ * span's word has no tag, so one OR sets state and tag. */
 static void list_push(heap_t *h, span_t *sp) {
   spin_lock(&h->lock);
   list_link(h, sp);
   atomic_store_explicit(&sp->check, 1, RLX);
-  uint64_t x = atomic_fetch_or_explicit(&sp->xf, XF_MAKE(ST_LISTED, 0, 0), ACQREL);
+  uint64_t tag = list_tag(sp);
+  uint64_t x = atomic_fetch_or_explicit(&sp->xf, tag, ACQREL) | tag;
   if (XF_COUNT(x)) atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
   dbg_event(sp, EV_LIST_PUSH);
   spin_unlock(&h->lock);
-  listed_claim(sp, XF_WITH(ST_LISTED, x), used_get(sp));
+  listed_claim(sp, x, used_get(sp));
 }
 
 /* LISTED -> ATTACHED for a span just unlinked under the lock: its remote
@@ -574,12 +597,12 @@ static uint64_t list_hand_locked(heap_t *to, span_t *sp) {
   atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
   span_set_heap(sp, to);
   atomic_store_explicit(&sp->attached, to == &orphanage ? NULL : to, REL);
-  uint64_t x = atomic_load_explicit(&sp->xf, RLX);
-  while (!atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(ST_LISTED, x),
+  uint64_t x = atomic_load_explicit(&sp->xf, RLX), tag = list_tag(sp);
+  while (!atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(ST_LISTED, x) | tag,
                                                 memory_order_seq_cst, RLX)) {
   }
   dbg_event(sp, to == &orphanage ? EV_ORPHAN : EV_HAND);
-  return XF_WITH(ST_LISTED, x);
+  return XF_WITH(ST_LISTED, x) | tag;
 }
 
 /* `lender`: the idle owner whose span this is (heap_lend, heap_queue), or

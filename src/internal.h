@@ -89,8 +89,11 @@ struct heap;
 
 /* Remote-free word (scalloc §5 "Remote f-list encoding", Streamflow §3.1.1
  * `remotely_freed`): head block's key + 1 (32 bits: span_block_key), count of blocks on the
- * list (29 bits), span state (3 bits). One CAS pushes a block and can move
- * the span to a new state in the same instruction.
+ * list (20 bits), a tag (9 bits), span state (3 bits). One CAS pushes a block and can move
+ * the span to a new state in the same instruction. The tag numbers the span's listings
+ * (span_t.listings): a thread that read the word of a listed span and was delayed must
+ * not claim the span once it has been listed again (list_tag). The count is at most
+ * a span's cap: 8,192 for 8-byte blocks on 64 KiB pages.
  *   ATTACHED  a heap allocates from it (hot), or is moving it
  *   LISTED    on its owner's reusable list (scalloc: reusable, still owned)
  *   FLOATING  full when its owner let go; `fused` holds its used count
@@ -99,10 +102,13 @@ struct heap;
  *   FREE      in the span pool */
 enum { ST_ATTACHED = 0, ST_FLOATING = 1, ST_QUEUED = 2, ST_FREE = 3, ST_LISTED = 4 };
 #define XF_HEAD(x)        ((uint32_t)(x))
-#define XF_COUNT(x)       ((uint32_t)((x) >> 32) & 0x1fffffffu)
+#define XF_COUNT(x)       ((uint32_t)((x) >> 32) & 0xfffffu)
+#define XF_COUNT_MAX      0xfffffu
+#define XF_TAG_MASK       ((uint64_t)0x1ff << 52)
 #define XF_STATE(x)       ((unsigned)((x) >> 61))
 #define XF_MAKE(st, n, h) (((uint64_t)(st) << 61) | ((uint64_t)(n) << 32) | (uint64_t)(h))
-#define XF_WITH(st, x)    (((x) & ~((uint64_t)7 << 61)) | ((uint64_t)(st) << 61))
+/* another state, the count and head kept; the tag cleared (only LISTED has one) */
+#define XF_WITH(st, x) (((x) & ~((uint64_t)7 << 61 | XF_TAG_MASK)) | ((uint64_t)(st) << 61))
 
 #define CHECK_ALL UINT32_MAX
 
@@ -156,6 +162,7 @@ typedef struct span {
   /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
   _Atomic uint32_t fused;           /* `used`, frozen when the owner let the span go */
+  _Atomic uint32_t listings;        /* times listed, never reset: the xf word's tag */
   /* --- rarely touched: large objects, pooling --- */
   _Alignas(64) size_t lsize; /* large object: usable size */
   uint32_t lobj;             /* large object: offset of the object in the span */

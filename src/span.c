@@ -343,12 +343,14 @@ void span_free_remote(span_t *sp, block_t *b, uint32_t key) {
       else if (cap - used + n >= mark)
         nst = ST_QUEUED;
     }
-    nw = XF_MAKE(nst, n, key + 1);
+    nw = XF_MAKE(nst, n, key + 1) | (old & XF_TAG_MASK); /* a listed span's tag */
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, nw, memory_order_seq_cst, RLX)) break;
   }
   race_window(); /* the block is back: the owner may empty and pool the span */
   if (nst == ST_LISTED) {
-    /* the owner's frees now compare against the remote count */
+    /* the owner's frees now compare against the remote count. The owner may
+     * have taken the span back and armed it since the push (hot_arm, also
+     * 1): hot_emptied checks `used` for that */
     uint32_t one = 1;
     if (atomic_load_explicit(&sp->check, RLX) == one)
       atomic_compare_exchange_strong_explicit(&sp->check, &one, CHECK_ALL, RLX, RLX);
