@@ -202,12 +202,16 @@ export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 die_aft
 TSAN_BUILT=()
 TSAN_TLS_ROUNDS=$(($(getconf PTHREAD_DESTRUCTOR_ITERATIONS 2>/dev/null || echo 4) - 1))
 [ "$TSAN_TLS_ROUNDS" -ge 1 ] 2>/dev/null || TSAN_TLS_ROUNDS=3
-for variant in 0 1 2; do
+# variant 0w: the default build with RILL_RACE_WINDOWS (yields where another thread may change
+# a span in hand), for the purger's and commit's runs below
+for variant in 0 1 2 0w; do
   exe="$B/tsan/stress_tsan_v$variant"
+  windows=()
+  [ $variant = 0w ] && windows=(-DRILL_RACE_WINDOWS)
   mkdir -p "$B/tsan"
   if step "TSan build (variant $variant)" "$LOGS/tsan-build-v$variant.log" \
     clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
-    -DRILL_NO_OVERRIDE -DRILL_VARIANT=$variant -DUSE_RILL_API \
+    -DRILL_NO_OVERRIDE -DRILL_VARIANT=${variant%w} -DUSE_RILL_API "${windows[@]}" \
     -I"$ROOT/include" -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" -o "$exe" -lpthread; then
     TSAN_BUILT+=("$variant")
   fi
@@ -234,17 +238,18 @@ for v in "${TSAN_BUILT[@]}"; do
     # destructors may only use the rounds before it.
     tsan_run tsan_tls 0 --mode tls --tls-threads 64 --tls-rounds $((TSAN_TLS_ROUNDS))
     tsan_run tsan_fork 0 --mode fork --forks $TS_FORKS --fork-threads 2
-    # the background purger's passes race with every pool operation and with fork. Not yet
-    # with race windows: with them, a span of a class over 4 KiB is pooled while hot in 1 run
-    # of 6 (docs/testing.md, "Known open race"), older than the windows that found it
-    RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=5 tsan_run tsan_purger 0 \
+  elif [ "$v" = 0w ]; then
+    # the background purger's passes race with every pool operation and with fork. These
+    # two found spans pooled with a block out (docs/testing.md, "Two races the windows
+    # found"): about 1 run in 6 before the fixes
+    RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=5 tsan_run tsan_purger 0w \
       --mode random,prodcons,churn,fork --threads 1,4 --ops $TS_OPS --items $TS_ITEMS \
       --churn $TS_CHURN --forks $TS_FORKS --fork-threads 2
     # commit on demand: covers, chunk and wilderness commits and heap records committed as
     # threads arrive, and pooled spans decommitted by the purger's passes and committed again
     # as they are taken, racing with every span change and with fork
     RILL_COMMIT=demand RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=5 \
-      tsan_run tsan_commit 0 --mode random,prodcons,churn,fork \
+      tsan_run tsan_commit 0w --mode random,prodcons,churn,fork \
       --threads 1,4,16 --ops $TS_OPS --items $TS_ITEMS --churn $TS_CHURN --forks $TS_FORKS \
       --fork-threads 2
   else
@@ -331,6 +336,19 @@ if step "RILL_DEBUG build" "$LOGS/debug-build.log" \
     --items $TS_ITEMS --churn $TS_CHURN --forks $TS_FORKS
   step "RILL_DEBUG stress: relay" "$LOGS/debug-relay.log" \
     "$DBG/stress_debug" --mode relay --relay-ms 5000
+fi
+# with race windows and the purger at 5 ms: the build that found two ways to pool a span with
+# a block out (docs/testing.md, "Two races the windows found")
+if step "RILL_DEBUG build (race windows)" "$LOGS/debug-build-windows.log" \
+  gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-use-after-free -DRILL_DEBUG=1 \
+  -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -DRILL_RACE_WINDOWS -I"$ROOT/include" \
+  -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" -o "$DBG/stress_debug_windows" -lpthread; then
+  for k in 1 2 3; do
+    step "RILL_DEBUG stress, race windows, purger ($k of 3)" "$LOGS/debug-windows-$k.log" \
+      env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=5 "$DBG/stress_debug_windows" \
+      --mode random,prodcons,churn,fork --threads 1,4,16 --ops $TS_OPS --items $TS_ITEMS \
+      --churn $TS_CHURN --forks $TS_FORKS --fork-threads 2
+  done
 fi
 # young blocks from the third live thread on (src/heap.c): the shadow bytes and span checks
 # over the shared heaps' spans
