@@ -522,7 +522,7 @@ void heap_claimed(span_t *sp, bool whole) {
 
 /* Claims a LISTED span whose blocks are all back (its owner's `used` equals
  * the remote count). `used` was read after `x`, so it holds for x's listing
- * only: a failed CAS retries while the tag is x's (list_tag). */
+ * only: a failed CAS retries while the tag is x's (new_tag). */
 static bool listed_claim(span_t *sp, uint64_t x, uint32_t used) {
   race_window();
   uint64_t tag = x & XF_TAG_MASK;
@@ -535,23 +535,25 @@ static bool listed_claim(span_t *sp, uint64_t x, uint32_t used) {
   return false;
 }
 
-/* The xf bits of a span's next listing: LISTED and a tag that differs from
- * its last 511 listings'. A claimant holds the word it read and the `used` it
- * read after it (listed_claim, span_free_remote): within one listing `used`
- * only falls and the count only rises, so the pair can miss an empty span
- * but never claim a live one. Across listings it could: an exiting thread
- * put an orphan with all its blocks back and was delayed before its claim;
- * another thread adopted the span, allocated from it and left it to the
- * orphanage again, two blocks out; the delayed claim's CAS failed, and its
- * retry, with the word read again but the old `used`, pooled the span
- * (stress churn, RILL_DEBUG with race windows, 1 run in 20). The tag also
- * fails a first CAS that would meet the same count and head again. The
- * lister holds the span alone, and the xf word's release and acquire order
- * one lister's write before the next one's read. */
-static uint64_t list_tag(span_t *sp) {
+/* A new tag for the xf word of a span its holder lets go, listed or
+ * floating: it differs from the span's last 511. A claimant holds the word it
+ * read and the `used` it read after it (listed_claim, span_free_remote):
+ * within one listing `used` only falls and the count only rises, so the pair
+ * can miss an empty span but never claim a live one. Across listings it
+ * could: an exiting thread put an orphan with all its blocks back and was
+ * delayed before its claim; another thread adopted the span, allocated from
+ * it and left it to the orphanage again, two blocks out; the delayed claim's
+ * CAS failed, and its retry, with the word read again but the old `used`,
+ * pooled the span (stress churn, RILL_DEBUG with race windows, 1 run in 20).
+ * The tag also fails a first CAS that would meet the same count and head
+ * again, and a floating span's remote free, which weighs the `fused` it read
+ * after the word, the same way. The holder has the span alone, and the xf
+ * word's release and acquire order one holder's write before the next one's
+ * read. */
+static uint64_t new_tag(span_t *sp) {
   uint32_t n = atomic_load_explicit(&sp->listings, RLX) + 1;
   atomic_store_explicit(&sp->listings, n, RLX);
-  return XF_MAKE(ST_LISTED, 0, 0) | ((uint64_t)n << 52 & XF_TAG_MASK);
+  return (uint64_t)n << 52 & XF_TAG_MASK;
 }
 
 /* Attached span -> LISTED on this heap's reusable list (scalloc: reusable).
@@ -561,7 +563,7 @@ static void list_push(heap_t *h, span_t *sp) {
   spin_lock(&h->lock);
   list_link(h, sp);
   atomic_store_explicit(&sp->check, 1, RLX);
-  uint64_t tag = list_tag(sp);
+  uint64_t tag = XF_MAKE(ST_LISTED, 0, 0) | new_tag(sp);
   uint64_t x = atomic_fetch_or_explicit(&sp->xf, tag, ACQREL) | tag;
   if (XF_COUNT(x)) atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
   dbg_event(sp, EV_LIST_PUSH);
@@ -597,7 +599,7 @@ static uint64_t list_hand_locked(heap_t *to, span_t *sp) {
   atomic_store_explicit(&sp->check, CHECK_ALL, RLX);
   span_set_heap(sp, to);
   atomic_store_explicit(&sp->attached, to == &orphanage ? NULL : to, REL);
-  uint64_t x = atomic_load_explicit(&sp->xf, RLX), tag = list_tag(sp);
+  uint64_t x = atomic_load_explicit(&sp->xf, RLX), tag = new_tag(sp);
   while (!atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(ST_LISTED, x) | tag,
                                                 memory_order_seq_cst, RLX)) {
   }
@@ -668,8 +670,8 @@ static bool heap_retire(heap_t *h, span_t *sp) {
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   uint64_t expect = XF_MAKE(ST_ATTACHED, 0, 0);
-  if (atomic_compare_exchange_strong_explicit(&sp->xf, &expect, XF_MAKE(ST_FLOATING, 0, 0), REL,
-                                              RLX)) {
+  if (atomic_compare_exchange_strong_explicit(&sp->xf, &expect,
+                                              XF_MAKE(ST_FLOATING, 0, 0) | new_tag(sp), REL, RLX)) {
     hot_set(h, sp->cls, &rill_empty_span);
     dbg_event(sp, EV_RETIRE);
     return true;
@@ -1224,7 +1226,8 @@ static void heap_release(span_t *sp) {
       return;
     }
     unsigned st = sp->cap - used + back >= span_reuse_mark(sp) ? ST_QUEUED : ST_FLOATING;
-    if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(st, x), REL, ACQ)) {
+    uint64_t tag = st == ST_FLOATING ? new_tag(sp) : 0; /* QUEUED: orphan_put tags it */
+    if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(st, x) | tag, REL, ACQ)) {
       if (st == ST_QUEUED) orphan_put(sp, NULL);
       return;
     }

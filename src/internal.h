@@ -90,9 +90,10 @@ struct heap;
 /* Remote-free word (scalloc §5 "Remote f-list encoding", Streamflow §3.1.1
  * `remotely_freed`): head block's key + 1 (32 bits: span_block_key), count of blocks on the
  * list (20 bits), a tag (9 bits), span state (3 bits). One CAS pushes a block and can move
- * the span to a new state in the same instruction. The tag numbers the span's listings
- * (span_t.listings): a thread that read the word of a listed span and was delayed must
- * not claim the span once it has been listed again (list_tag). The count is at most
+ * the span to a new state in the same instruction. The tag numbers the times the span
+ * was listed or floated (span_t.listings; 0 while attached or queued): a thread that
+ * read the word and was delayed must not act on it once the span has been let go again
+ * (new_tag). The count is at most
  * a span's cap: 8,192 for 8-byte blocks on 64 KiB pages.
  *   ATTACHED  a heap allocates from it (hot), or is moving it
  *   LISTED    on its owner's reusable list (scalloc: reusable, still owned)
@@ -162,7 +163,7 @@ typedef struct span {
   /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
   _Atomic uint32_t fused;           /* `used`, frozen when the owner let the span go */
-  _Atomic uint32_t listings;        /* times listed, never reset: the xf word's tag */
+  _Atomic uint32_t listings;        /* times listed or floated, never reset: xf's tag */
   /* --- rarely touched: large objects, pooling --- */
   _Alignas(64) size_t lsize; /* large object: usable size */
   uint32_t lobj;             /* large object: offset of the object in the span */

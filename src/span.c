@@ -343,7 +343,8 @@ void span_free_remote(span_t *sp, block_t *b, uint32_t key) {
       else if (cap - used + n >= mark)
         nst = ST_QUEUED;
     }
-    nw = XF_MAKE(nst, n, key + 1) | (old & XF_TAG_MASK); /* a listed span's tag */
+    /* a listed or floating span keeps its tag; a state change drops it */
+    nw = XF_MAKE(nst, n, key + 1) | (nst == st ? old & XF_TAG_MASK : 0);
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &old, nw, memory_order_seq_cst, RLX)) break;
   }
   race_window(); /* the block is back: the owner may empty and pool the span */
