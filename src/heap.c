@@ -1148,9 +1148,12 @@ static NOINLINE bool heap_take(heap_t *h, span_t *sp, block_t *b) {
     if (owner != h && owner && !owner_gone(sp, owner)) return false;
     /* Another thread may be taking it too: the local lists are read only by
      * the winner of this CAS, which leaves the remote list on the span and
-     * then collects it as its owner. */
+     * then collects it as its owner. The owner was looked at for this
+     * floating only (its tag, new_tag): floated again, the span may be a
+     * live owner's. */
+    uint64_t tag = old & XF_TAG_MASK;
     do
-      if (XF_STATE(old) != ST_FLOATING) return false;
+      if (XF_STATE(old) != ST_FLOATING || (old & XF_TAG_MASK) != tag) return false;
     while (
         !atomic_compare_exchange_weak_explicit(&sp->xf, &old, XF_WITH(ST_ATTACHED, old), ACQ, RLX));
     span_collect(sp);
