@@ -93,8 +93,7 @@ struct heap;
  * the span to a new state in the same instruction. The tag numbers the times the span
  * was listed or floated (span_t.listings; 0 while attached or queued): a thread that
  * read the word and was delayed must not act on it once the span has been let go again
- * (new_tag). The count is at most
- * a span's cap: 8,192 for 8-byte blocks on 64 KiB pages.
+ * (new_tag). The count is at most a span's cap: 8,192 for 8-byte blocks on 64 KiB pages.
  *   ATTACHED  a heap allocates from it (hot), or is moving it
  *   LISTED    on its owner's reusable list (scalloc: reusable, still owned)
  *   FLOATING  full when its owner let go; `fused` holds its used count
@@ -104,11 +103,10 @@ struct heap;
 enum { ST_ATTACHED = 0, ST_FLOATING = 1, ST_QUEUED = 2, ST_FREE = 3, ST_LISTED = 4 };
 #define XF_HEAD(x)        ((uint32_t)(x))
 #define XF_COUNT(x)       ((uint32_t)((x) >> 32) & 0xfffffu)
-#define XF_COUNT_MAX      0xfffffu
 #define XF_TAG_MASK       ((uint64_t)0x1ff << 52)
 #define XF_STATE(x)       ((unsigned)((x) >> 61))
 #define XF_MAKE(st, n, h) (((uint64_t)(st) << 61) | ((uint64_t)(n) << 32) | (uint64_t)(h))
-/* another state, the count and head kept; the tag cleared (only LISTED has one) */
+/* another state, the count and head kept; the tag cleared (the caller adds a new one) */
 #define XF_WITH(st, x) (((x) & ~((uint64_t)7 << 61 | XF_TAG_MASK)) | ((uint64_t)(st) << 61))
 
 #define CHECK_ALL UINT32_MAX
