@@ -938,13 +938,15 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
 }
 
 /* Any request on a set-up heap. Aligned requests pick the first class whose
- * size is a multiple of the alignment: blocks sit at multiples of their size
- * from a slot-aligned (16 KiB) span start, so they come out aligned. */
+ * size and colour (class_color) are multiples of the alignment: blocks sit
+ * at multiples of their size from the colour past a slot-aligned (16 KiB)
+ * span start, so they come out aligned. (Alignments of 256-1024 for blocks
+ * up to 1 KiB skip the coloured classes: 256 B aligned to 256 takes 1,280.) */
 static unsigned class_for(size_t n, size_t align) {
   size_t m = n > align ? n : align;
   if (m > CLASS_MAX || align > SLOT_SIZE) return CLS_LARGE;
   unsigned c = size_class(m);
-  while (class_size(c) % align) c++;
+  while (class_size(c) % align || class_color(c) % align) c++;
   return c;
 }
 static void *heap_alloc_any(heap_t *h, size_t n, size_t align, bool *zeroed) {

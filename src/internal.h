@@ -125,7 +125,9 @@ enum { AT_NONE = 0, AT_HOT = 1, AT_LISTED = 2 };
 typedef struct span {
   /* --- read-mostly: written when the span is formatted or carved --- */
   _Atomic(struct heap *) attached; /* heap whose fast path may touch this span */
-  uintptr_t start;                 /* address of the span's first byte */
+  uintptr_t start;                 /* address of the first block: the span's first byte
+                                    * plus its class's colour (class_color), which is less
+                                    * than a slot, so span_start masks it off */
   uint64_t magic;                  /* 2^64 / bsize, plus one (block_test) */
   uint64_t limit;                  /* carved * err: block_test's bound. Only the owner
                                     * writes it (__atomic stores, for remote frees' checks),
@@ -321,8 +323,9 @@ static inline bool arena_beyond(uintptr_t off) {
   return off >= __atomic_load_n(&rill_arena.bound, __ATOMIC_RELAXED);
 #endif
 }
+/* The span's first byte (spans are slot-aligned; `start` is its first block). */
 static inline uintptr_t span_start(const span_t *sp) {
-  return sp->start;
+  return sp->start & ~(uintptr_t)(SLOT_SIZE - 1);
 }
 /* nslots changes while runs split and merge; rill_stats_get reads it with no
  * lock, so it is read and written with relaxed atomics (plain moves). */
@@ -454,7 +457,10 @@ bool span_block_ok(const span_t *sp, uintptr_t p) INTERNAL;
  * far: Lemire, Kaser and Kurz's divisibility test ("Faster remainder by
  * direct computation", 2019), with err kept above zero so that the same
  * compare bounds the index. The caller passes off = p - start for the span
- * the head table gives p, which starts at or below p. */
+ * the head table gives p. The span starts at or below p, its first block
+ * may not: p in the colour before it (class_color, under one block) wraps
+ * off to 2^64 - k with 0 < k < d, and the product is then above
+ * (d - k) * 2^64 / d - 2d >= 2^54 for d <= 1 KiB, far above any limit. */
 static inline uint64_t block_test(const span_t *sp, uint64_t off) {
   return off * sp->magic;
 }
@@ -483,6 +489,7 @@ uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
 void span_module_init(void) INTERNAL;
 unsigned class_order(unsigned cls) INTERNAL;
 size_t class_slots(unsigned cls) INTERNAL;
+size_t class_color(unsigned cls) INTERNAL;
 bool class_is_run(unsigned cls) INTERNAL;
 /* Spans of this order and up (128 KiB; classes from 40 KiB) are runs of
  * runs.c rather than spans of the pool: see heap_next_span. So are the

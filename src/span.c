@@ -51,6 +51,22 @@ static uint32_t cls_slots[NCLASSES];
 #endif
 static bool cls_run[NCLASSES];
 
+/* Bytes between a span's first byte and its first block, per class: 128 for
+ * classes of 256 B to 1 KiB whose size is a multiple of 256, else 0. Their
+ * blocks would otherwise all start on 256-byte boundaries, and a program
+ * that reads the first bytes of many such blocks (a header, a first field)
+ * runs slower when another working set competes for the cache: replaying
+ * the sizes benchmark's recorded addresses over plain memory with
+ * bench/pattern.c, the 128-256 B pattern read 2-3x slower than the same
+ * pattern moved by 64 or 128 B, and by 256 B it was slow again
+ * (docs/benchmarks.md, "Block addresses on 256-byte boundaries"). The
+ * colour keeps 128-byte alignment (aligned requests: heap.c, class_for) and
+ * costs a block of 64 where the span has no slack (256, 512, 1 KiB); 768 B
+ * has 256 B of slack. Slab allocators colour slabs against the same kind of
+ * conflict; here one colour per class does. */
+static uint16_t cls_color[NCLASSES];
+#define COLOR_BYTES 128u
+
 /* The fewest slots, 4 to 8 and whole pages, whose bytes a block of sz
  * divides; else 4 (on 64 KiB pages, most classes). */
 static size_t exact_slots(size_t sz) {
@@ -80,6 +96,8 @@ void span_module_init(void) {
     cls_order[c] = (uint8_t)o;
     size_t blocks = (SLOT_SIZE << o) / sz;
     cls_run[c] = o >= RUN_ORDER || sz > RUN_EXACT_MIN;
+    cls_color[c] =
+        (uint16_t)(!cls_run[c] && sz >= 256 && sz <= 1024 && sz % 256 == 0 ? COLOR_BYTES : 0);
     cls_slots[c] = (uint32_t)(o >= RUN_ORDER       ? run_slots(blocks * sz)
                               : sz > RUN_EXACT_MIN ? exact_slots(sz)
                                                    : (size_t)1 << o);
@@ -98,6 +116,10 @@ size_t class_slots(unsigned cls) {
   return cls_slots[cls];
 }
 
+size_t class_color(unsigned cls) {
+  return cls_color[cls];
+}
+
 static uint32_t carve_first(const span_t *sp, bool warm);
 
 /* Formats an empty span for class cls, owned by h. `warm`: h has had a span
@@ -108,7 +130,8 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h, bool warm) {
   sp->cls = (uint8_t)cls;
   sp->bsize = (uint32_t)bs;
   sp->magic = block_magic(bs);
-  sp->cap = (uint32_t)(span_bytes(sp) / bs);
+  sp->start = span_start(sp) + cls_color[cls];
+  sp->cap = (uint32_t)((span_bytes(sp) - cls_color[cls]) / bs);
   sp->carve_step = (uint16_t)carve_first(sp, warm);
   sp->prev = sp->next = NULL;
   sp->fresh = 0;
@@ -155,6 +178,7 @@ void span_rewarm(span_t *sp, heap_t *h) {
 void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
   sp->free = sp->spare = NULL;
   sp->cls = CLS_LARGE;
+  sp->start = span_start(sp); /* no colour: lobj counts from the first byte */
   sp->bsize = (uint32_t)(span_bytes(sp) > UINT32_MAX ? UINT32_MAX : span_bytes(sp));
   sp->magic = 0; /* never used: a large object is validated by its offset */
   sp->cap = 1;
@@ -172,7 +196,7 @@ void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
 }
 
 static inline block_t *block_at(const span_t *sp, uint32_t idx) {
-  return (block_t *)(span_start(sp) + (size_t)idx * sp->bsize);
+  return (block_t *)(sp->start + (size_t)idx * sp->bsize);
 }
 
 /* Blocks cut per carve, at least: a page of 1-4 KiB blocks held one to four,

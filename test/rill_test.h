@@ -295,5 +295,9 @@ static inline unsigned long long stats_field(const char *name) {
    : (sz) <= 256 ? T_SLOT_BYTES                                                                    \
    : (sz) <= 512 ? 2 * T_SLOT_BYTES                                                                \
                  : 4 * T_SLOT_BYTES)
+/* Bytes before a span's first block (span.c, class_color): 128 for the classes of 256 B to
+ * 1 KiB whose size is a multiple of 256, else none; and the blocks a span of `sz` holds. */
+#define T_COLOR(sz)    ((sz) >= 256 && (sz) <= 1024 && (sz) % 256 == 0 ? 128 : 0)
+#define T_SPAN_CAP(sz) ((T_SPAN_BYTES(sz) - T_COLOR(sz)) / (sz))
 
 #endif

@@ -28,7 +28,7 @@ static uintptr_t span_of(const void *p) {
 
 /* ---- the reuse mark ----------------------------------------------------- */
 #define A_SIZE  256
-#define A_CAP   (SPAN_BYTES / A_SIZE)
+#define A_CAP   T_SPAN_CAP(A_SIZE)
 #define A_MARK  (A_CAP / 16)
 #define A_SPANS 4
 
@@ -187,7 +187,7 @@ static void *turn_case(void *arg) {
  * never-used rest, and both batches of B's. (Had B freed into S after A's
  * exit, B would have taken S over at its first free.) */
 #define B_SIZE 96
-#define B_CAP  (SPAN_BYTES / B_SIZE)
+#define B_CAP  T_SPAN_CAP(B_SIZE)
 #define B_HALF (B_CAP / 2)
 static void *objs[B_HALF];
 static pthread_barrier_t bar;
@@ -290,7 +290,7 @@ static void pending_case(void) {
  * by a block per free. A live owner's floating spans stay its own: frees
  * into them by another thread are remote, one each. */
 #define C_SIZE  256
-#define C_CAP   (SPAN_BYTES / C_SIZE)
+#define C_CAP   T_SPAN_CAP(C_SIZE)
 #define C_SPANS 4
 static void *c_objs[C_SPANS * C_CAP];
 

@@ -26,7 +26,7 @@
 
 #include "rill_test.h"
 
-#define SMALL 256   /* a class whose spans are one 16 KiB slot */
+#define SMALL 128   /* a class whose spans are one 16 KiB slot, its first block at the start */
 #define OTHER 400   /* a class whose spans are two slots */
 #define SPAN  16384 /* bytes of a SMALL span */
 /* spans a worker fills and empties: well inside the stash (128 slots), and
