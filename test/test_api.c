@@ -200,6 +200,17 @@ static void t_classes(void) {
     if (p && T_usable(p) != c)
       FAIL("malloc(%zu) (a class size) has usable size %zu", c, T_usable(p));
     T_free(p);
+    /* Block colour (span.c): blocks of a coloured class start 128 B past a
+     * 256-byte boundary, every other class's at a multiple of its size's
+     * largest power-of-two factor (up to 256) from one. */
+    void *q[8];
+    for (int k = 0; k < 8; k++) q[k] = keep(T_malloc(c));
+    size_t pow2 = c & (~c + 1), phase = T_COLOR(c) ? 128 : 0;
+    for (int k = 0; k < 8; k++)
+      if (q[k] && (uintptr_t)q[k] % (pow2 < 256 ? pow2 : 256) != phase % (pow2 < 256 ? pow2 : 256))
+        FAIL("malloc(%zu) = %p: want %zu past a multiple of %zu (block colour)", c, q[k],
+             phase % (pow2 < 256 ? pow2 : 256), pow2 < 256 ? pow2 : 256);
+    for (int k = 0; k < 8; k++) T_free(q[k]);
     lo = c + 1;
   }
 }

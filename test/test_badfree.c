@@ -29,6 +29,8 @@ enum kind {
   K_ARENA_GAP,
   K_ARENA_COVERED,
   K_OTHER_THREAD,
+  K_COLOR,
+  K_COLOR_REMOTE,
   K_EVERY_CLASS, /* run by main for each size class, not in the kind x api loop */
   K_COUNT
 };
@@ -47,6 +49,8 @@ static const char *const kind_name[] = {
     "malloc(16) + 512 MiB (rill's reserve, no span there)",
     "malloc(16) + 4 MiB (below the arena's covered bound, no span there)",
     "malloc(96) + 32 by a thread since exited (remote path)",
+    "malloc(512)'s span start, in the colour before its first block",
+    "malloc(256)'s span start by a thread since exited (colour, remote path)",
     sweep_name,
 };
 
@@ -118,6 +122,16 @@ static void *bad_pointer(enum kind k, volatile char *stack_buf) {
     if (pthread_create(&th, NULL, other_malloc, (void *)(uintptr_t)96) || pthread_join(th, &p))
       return NULL;
     return p ? (char *)p + 32 : NULL;
+  }
+  case K_COLOR: /* the coloured classes' first block is 128 B into its span (span.c) */
+    p = malloc(512);
+    return p ? (void *)((uintptr_t)p & ~(uintptr_t)(T_SLOT_BYTES - 1)) : NULL;
+  case K_COLOR_REMOTE: {
+    pthread_t th;
+    p = NULL;
+    if (pthread_create(&th, NULL, other_malloc, (void *)(uintptr_t)256) || pthread_join(th, &p))
+      return NULL;
+    return p ? (void *)((uintptr_t)p & ~(uintptr_t)(T_SLOT_BYTES - 1)) : NULL;
   }
   default:
     return NULL;
