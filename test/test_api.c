@@ -205,11 +205,10 @@ static void t_classes(void) {
      * largest power-of-two factor (up to 256) from one. */
     void *q[8];
     for (int k = 0; k < 8; k++) q[k] = keep(T_malloc(c));
-    size_t pow2 = c & (~c + 1), phase = T_COLOR(c) ? 128 : 0;
+    size_t pow2 = c & (~c + 1), m = pow2 < 256 ? pow2 : 256, phase = (size_t)T_COLOR(c) % m;
     for (int k = 0; k < 8; k++)
-      if (q[k] && (uintptr_t)q[k] % (pow2 < 256 ? pow2 : 256) != phase % (pow2 < 256 ? pow2 : 256))
-        FAIL("malloc(%zu) = %p: want %zu past a multiple of %zu (block colour)", c, q[k],
-             phase % (pow2 < 256 ? pow2 : 256), pow2 < 256 ? pow2 : 256);
+      if (q[k] && (uintptr_t)q[k] % m != phase)
+        FAIL("malloc(%zu) = %p: want %zu past a multiple of %zu (block colour)", c, q[k], phase, m);
     for (int k = 0; k < 8; k++) T_free(q[k]);
     lo = c + 1;
   }
