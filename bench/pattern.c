@@ -9,27 +9,29 @@
 
 #include "bench.h"
 
-#define N_OBJ  65536
+#define N_OBJ  65536 /* most blocks a cycle records (and a replay loads) */
 #define BUF_SZ ((size_t)64 << 20)
 
 static void usage(void) {
-  fprintf(stderr, "usage: pattern record FILE [-c cycle] [-m min] [-M max]\n"
+  fprintf(stderr, "usage: pattern record FILE [-c cycle] [-n blocks] [-m min] [-M max]\n"
                   "       pattern replay FILE_A FILE_B [-r rounds]\n"
-                  "  record: the addresses of cycle `cycle` (100) of a sizes-like loop\n"
+                  "  record: the addresses of cycle `cycle` (100) of a sizes-like loop of\n"
+                  "          `blocks` blocks a cycle (65536; fewer for big sizes, so that a\n"
+                  "          cycle fits the replay's 64 MiB)\n"
                   "  replay: time 4 read passes over each pattern per round (300 rounds);\n"
                   "          prints the last pass's total time for A and for B\n");
   exit(2);
 }
 
-static int record(const char *file, uint64_t cycle, uint64_t min, uint64_t max) {
-  char **obj = bench_xmalloc(N_OBJ * sizeof *obj);
-  size_t *size = bench_xmalloc(N_OBJ * sizeof *size);
+static int record(const char *file, uint64_t cycle, size_t nobj, uint64_t min, uint64_t max) {
+  char **obj = bench_xmalloc(nobj * sizeof *obj);
+  size_t *size = bench_xmalloc(nobj * sizeof *size);
   struct bench_rng rng;
   bench_rng_seed(&rng, 1, 0);
   FILE *f = fopen(file, "w");
   if (!f) bench_die("%s: %s", file, strerror(errno));
   for (uint64_t c = 0; c <= cycle; c++) {
-    for (size_t i = 0; i < N_OBJ; i++) {
+    for (size_t i = 0; i < nobj; i++) {
       size_t sz = bench_rng_range(&rng, (size_t)min, (size_t)max);
       char *p = bench_xmalloc(sz);
       p[0] = 1;
@@ -38,9 +40,9 @@ static int record(const char *file, uint64_t cycle, uint64_t min, uint64_t max) 
       size[i] = sz;
     }
     if (c == cycle)
-      for (size_t i = 0; i < N_OBJ; i++)
+      for (size_t i = 0; i < nobj; i++)
         fprintf(f, "%" PRIxPTR " %zu\n", (uintptr_t)obj[i], size[i]);
-    for (size_t i = 0; i < N_OBJ; i++) free(obj[i]);
+    for (size_t i = 0; i < nobj; i++) free(obj[i]);
   }
   free(obj);
   free(size);
@@ -100,15 +102,18 @@ static int replay(const char *fa, const char *fb, uint64_t rounds) {
 
 int main(int argc, char **argv) {
   if (argc < 3) usage();
-  uint64_t cycle = 100, min = 64, max = 256, rounds = 300;
+  uint64_t cycle = 100, min = 64, max = 256, rounds = 300, nobj = N_OBJ;
   bool rec = strcmp(argv[1], "record") == 0;
   if (!rec && (strcmp(argv[1], "replay") != 0 || argc < 4)) usage();
   int first = rec ? 3 : 4, c;
   optind = first;
-  while ((c = getopt(argc, argv, "c:m:M:r:")) != -1) {
+  while ((c = getopt(argc, argv, "c:n:m:M:r:")) != -1) {
     switch (c) {
     case 'c':
       cycle = bench_parse_u64(optarg, 'c');
+      break;
+    case 'n':
+      nobj = bench_parse_u64(optarg, 'n');
       break;
     case 'm':
       min = bench_parse_u64(optarg, 'm');
@@ -123,6 +128,6 @@ int main(int argc, char **argv) {
       usage();
     }
   }
-  if (optind != argc || min < 1 || max < min) usage();
-  return rec ? record(argv[2], cycle, min, max) : replay(argv[2], argv[3], rounds);
+  if (optind != argc || min < 1 || max < min || nobj < 1 || nobj > N_OBJ) usage();
+  return rec ? record(argv[2], cycle, (size_t)nobj, min, max) : replay(argv[2], argv[3], rounds);
 }
