@@ -120,6 +120,64 @@ static unsigned opt_word(const char *name, const char *const *words, unsigned n,
   return 0;
 }
 
+/* The options rill reads, for the look at misspelt names below. */
+static const char *const opt_names[] = {"RILL_SHOW_STATS",   "RILL_HUGEPAGES",
+                                        "RILL_PURGE_THREAD", "RILL_PURGE_DELAY_MS",
+                                        "RILL_PURGE",        "RILL_COMMIT"};
+#define OPT_NAME_MAX 40
+
+/* Edits (insertions, deletions, substitutions) that turn a[0..na) into b. */
+static unsigned edits(const char *a, size_t na, const char *b) {
+  size_t nb = strlen(b);
+  unsigned row[OPT_NAME_MAX + 1];
+  for (size_t j = 0; j <= nb; j++) row[j] = (unsigned)j;
+  for (size_t i = 1; i <= na; i++) {
+    unsigned diag = row[0];
+    row[0] = (unsigned)i;
+    for (size_t j = 1; j <= nb; j++) {
+      unsigned up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[nb];
+}
+
+/* A RILL_* variable that is no option but lies within two edits of one, or
+ * is the start of one (RILL_PURGE_DELAY for RILL_PURGE_DELAY_MS), is most
+ * likely a misspelling, and its setting would be lost without a word: one
+ * line names the option meant. Other RILL_* names draw nothing, so a
+ * program's own variables that share the prefix are left alone. */
+static void opt_misspelt(void) {
+  extern char **environ;
+  for (char **e = environ; e && *e; e++) {
+    const char *v = *e, *eq = strchr(v, '=');
+    size_t n = eq ? (size_t)(eq - v) : strlen(v);
+    if (strncmp(v, "RILL_", 5) != 0 || n >= OPT_NAME_MAX) continue;
+    const char *meant = NULL;
+    unsigned best = 3;
+    bool known = false;
+    for (unsigned i = 0; i < sizeof opt_names / sizeof *opt_names && !known; i++) {
+      const char *k = opt_names[i];
+      known = strlen(k) == n && strncmp(v, k, n) == 0;
+      unsigned d = n >= 9 && strncmp(v, k, n) == 0 ? 1 : edits(v, n, k);
+      if (d < best) best = d, meant = k;
+    }
+    if (known || !meant) continue;
+    char name[OPT_NAME_MAX], msg[96];
+    memcpy(name, v, n);
+    name[n] = 0;
+    size_t k = 0;
+    const char *parts[] = {": not an option, ignored; did you mean ", meant, "?"};
+    for (unsigned i = 0; i < 3; i++)
+      for (const char *c = parts[i]; *c && k < sizeof msg - 1; c++) msg[k++] = *c;
+    msg[k] = 0;
+    rill_message(name, msg);
+  }
+}
+
 /* A number from /proc/sys, or dflt if it cannot be read. */
 static long sysctl_num(const char *path, long dflt) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -208,6 +266,7 @@ bool rill_init(void) {
   spin_lock(&init_lock);
   bool ok = atomic_load_explicit(&rill_ready, RLX), report = false;
   if (!ok && !failed) {
+    opt_misspelt();
     rill_opt.show_stats = opt_bool("RILL_SHOW_STATS", false);
     rill_opt.hugepages = opt_bool("RILL_HUGEPAGES", false);
     /* "auto", then pairs of off and on words: odd indices are off */

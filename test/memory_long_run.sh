@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # memory_long_run.sh - rill over time (LKmalloc §4 stability): a 20-second
 # server soak keeps its RSS steady, endless thread churn runs in constant
-# memory, and malformed RILL_* options warn once and fall back to defaults.
+# memory, malformed RILL_* options warn once and fall back to defaults, and
+# misspelt option names say which option was meant.
 # usage: memory_long_run.sh LIBRILL SOAK_EXE MLEAK_EXE PROBE_EXE [SOAK_SECONDS]
 set -u
 lib=$1 soak=$2 mleak=$3 probe=$4 secs=${5:-20}
@@ -55,5 +56,25 @@ if grep -q '^rill:' <<<"$err"; then
   echo "FAIL: valid options drew a warning: $err"
   fail=1
 fi
-echo "options: malformed values warned once each, valid ones silently accepted"
+# 4. Misspelt option names: a RILL_* name within two edits of an option, or
+#    the start of one, draws one line naming the option meant; a program's
+#    own RILL_* variables, far from every option, draw nothing.
+err=$(RILL_PURGE_DELAY=250 RILL_HUGE_PAGES=1 RILL_COMIT=demand RILL_MY_APP_MODE=fast RILL_BUILD_DIR=x \
+  LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
+rc=$?
+for v in "RILL_PURGE_DELAY: not an option, ignored; did you mean RILL_PURGE_DELAY_MS?" \
+  "RILL_HUGE_PAGES: not an option, ignored; did you mean RILL_HUGEPAGES?" \
+  "RILL_COMIT: not an option, ignored; did you mean RILL_COMMIT?"; do
+  if [ "$(grep -cxF "rill: $v" <<<"$err")" != 1 ]; then
+    echo "FAIL: expected exactly one line 'rill: $v'; stderr was:"
+    echo "$err"
+    fail=1
+  fi
+done
+if [ "$(grep -c '^rill:' <<<"$err")" != 3 ] || [ $rc -ne 0 ]; then
+  echo "FAIL: expected three warning lines and a normal run (exit $rc); stderr was:"
+  echo "$err"
+  fail=1
+fi
+echo "options: malformed values warned once each, valid ones silently accepted, misspelt names named"
 exit $fail
