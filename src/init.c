@@ -151,7 +151,6 @@ static unsigned edits(const char *a, size_t na, const char *b) {
  * line names the option meant. Other RILL_* names draw nothing, so a
  * program's own variables that share the prefix are left alone. */
 static void opt_misspelt(void) {
-  extern char **environ;
   for (char **e = environ; e && *e; e++) {
     const char *v = *e, *eq = strchr(v, '=');
     size_t n = eq ? (size_t)(eq - v) : strlen(v);
