@@ -120,7 +120,8 @@ static unsigned opt_word(const char *name, const char *const *words, unsigned n,
   return 0;
 }
 
-/* The options rill reads, for the look at misspelt names below. */
+/* Every option rill_init reads, for the look at misspelt names below: one
+ * left out would be reported as a misspelling of its nearest neighbour. */
 static const char *const opt_names[] = {"RILL_SHOW_STATS",   "RILL_HUGEPAGES",
                                         "RILL_PURGE_THREAD", "RILL_PURGE_DELAY_MS",
                                         "RILL_PURGE",        "RILL_COMMIT"};

@@ -51,7 +51,8 @@ if [ $rc -ne 0 ]; then
   echo "FAIL: the program did not run normally with malformed options (exit $rc)"
   fail=1
 fi
-err=$(RILL_PURGE_DELAY_MS=250 RILL_PURGE=free RILL_HUGEPAGES=on RILL_PURGE_THREAD=AUTO LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
+err=$(RILL_PURGE_DELAY_MS=250 RILL_PURGE=free RILL_HUGEPAGES=on RILL_PURGE_THREAD=AUTO RILL_SHOW_STATS=0 \
+  RILL_COMMIT=auto LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
 if grep -q '^rill:' <<<"$err"; then
   echo "FAIL: valid options drew a warning: $err"
   fail=1
