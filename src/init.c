@@ -83,6 +83,14 @@ static bool opt_bool(const char *name, bool dflt) {
   return dflt;
 }
 
+/* Joins n strings into msg (cap bytes, always terminated). */
+static void msg_join(char *msg, size_t cap, const char *const *parts, unsigned n) {
+  size_t k = 0;
+  for (unsigned i = 0; i < n; i++)
+    for (const char *c = parts[i]; *c && k < cap - 1; c++) msg[k++] = *c;
+  msg[k] = 0;
+}
+
 /* Reads a whole number within [lo, hi]; otherwise warns and keeps dflt. */
 static uint32_t opt_uint(const char *name, uint32_t dflt, uint32_t lo, uint32_t hi) {
   const char *v = getenv(name);
@@ -95,7 +103,6 @@ static uint32_t opt_uint(const char *name, uint32_t dflt, uint32_t lo, uint32_t 
   rill_fmt_dec(lo_s, lo);
   rill_fmt_dec(hi_s, hi);
   rill_fmt_dec(d_s, dflt);
-  size_t k = 0;
   const char *parts[] = {": unrecognised value, accepted: a whole number from ",
                          lo_s,
                          " to ",
@@ -103,9 +110,7 @@ static uint32_t opt_uint(const char *name, uint32_t dflt, uint32_t lo, uint32_t 
                          "; using the default (",
                          d_s,
                          ")"};
-  for (unsigned i = 0; i < 7; i++)
-    for (const char *c = parts[i]; *c && k < sizeof msg - 1; c++) msg[k++] = *c;
-  msg[k] = 0;
+  msg_join(msg, sizeof msg, parts, 7);
   rill_message(name, msg);
   return dflt;
 }
@@ -147,7 +152,8 @@ static unsigned edits(const char *a, size_t na, const char *b) {
 }
 
 /* A RILL_* variable that is no option but lies within two edits of one, or
- * is the start of one (RILL_PURGE_DELAY for RILL_PURGE_DELAY_MS), is most
+ * is the start of one, four letters past RILL_ or more (RILL_PURGE_DELAY
+ * for RILL_PURGE_DELAY_MS), is most
  * likely a misspelling, and its setting would be lost without a word: one
  * line names the option meant. Other RILL_* names draw nothing, so a
  * program's own variables that share the prefix are left alone. */
@@ -169,11 +175,8 @@ static void opt_misspelt(void) {
     char name[OPT_NAME_MAX], msg[96];
     memcpy(name, v, n);
     name[n] = 0;
-    size_t k = 0;
     const char *parts[] = {": not an option, ignored; did you mean ", meant, "?"};
-    for (unsigned i = 0; i < 3; i++)
-      for (const char *c = parts[i]; *c && k < sizeof msg - 1; c++) msg[k++] = *c;
-    msg[k] = 0;
+    msg_join(msg, sizeof msg, parts, 3);
     rill_message(name, msg);
   }
 }
