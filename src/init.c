@@ -153,10 +153,10 @@ static unsigned edits(const char *a, size_t na, const char *b) {
 
 /* A RILL_* variable that is no option but lies within two edits of one, or
  * is the start of one, four letters past RILL_ or more (RILL_PURGE_DELAY
- * for RILL_PURGE_DELAY_MS), is most
- * likely a misspelling, and its setting would be lost without a word: one
- * line names the option meant. Other RILL_* names draw nothing, so a
- * program's own variables that share the prefix are left alone. */
+ * for RILL_PURGE_DELAY_MS), is most likely a misspelling, and its setting
+ * would be lost without a word: one line names the option meant. Other
+ * RILL_* names draw nothing, so a program's own variables that share the
+ * prefix are left alone. */
 static void opt_misspelt(void) {
   for (char **e = environ; e && *e; e++) {
     const char *v = *e, *eq = strchr(v, '=');
