@@ -3,6 +3,7 @@
  * allocator. The fast paths touch one TLS pointer and the span, nothing else. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -378,9 +379,21 @@ void *__libc_memalign(size_t a, size_t n) ALIAS(rill_memalign);
 void *__libc_valloc(size_t n) ALIAS(rill_valloc);
 void *__libc_pvalloc(size_t n) ALIAS(rill_pvalloc);
 
-int malloc_trim(size_t pad);
 EXPORT int malloc_trim(size_t pad) {
   (void)pad;
   return rill_collect(true) > 0;
+}
+
+/* glibc's tuning call. Its knobs (arenas, the trim and mmap thresholds,
+ * fastbins) have no counterpart here, so it changes nothing; rill is tuned
+ * by its RILL_* variables. It answers as glibc 2.36 does, 1 except for
+ * M_MXFAST outside 0..80 * sizeof(size_t) / 4, so a program that checks the
+ * result behaves as before. Defining it matters for fully static programs:
+ * without it, a call pulls libc.a's malloc.o, whose malloc clashes with
+ * ours at link time. */
+EXPORT int mallopt(int param, int value) {
+  enum { MXFAST_MAX = 80 * sizeof(size_t) / 4 };
+  if (param == M_MXFAST) return value >= 0 && value <= MXFAST_MAX;
+  return 1;
 }
 #endif

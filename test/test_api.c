@@ -4,6 +4,7 @@
  * Built once per API (rill_ names, standard names). */
 #include "rill_test.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -788,6 +789,28 @@ static void t_glibc_info(void) {
   CHECK(got > 0 && strstr(buf, "rill: stats: in_use="), "malloc_stats printed: %s",
         got > 0 ? buf : "(nothing)");
 }
+
+/* mallopt is rill's (glibc's would also answer 1, so ask the loader whose it is), tunes
+ * nothing, and answers as glibc's does: 0 only for M_MXFAST out of its range. The static
+ * link this matters for is in test/install.sh. */
+static void t_mallopt(void) {
+  Dl_info lib;
+  CHECK(dladdr((void *)mallopt, &lib) && lib.dli_fname && strstr(lib.dli_fname, "librill"),
+        "mallopt comes from %s, not librill", lib.dli_fname ? lib.dli_fname : "(unknown)");
+  const struct {
+    int param, value, want;
+  } cases[] = {{M_ARENA_MAX, 2, 1},       {M_MMAP_THRESHOLD, 1 << 20, 1},
+               {M_TRIM_THRESHOLD, -1, 1}, {M_TOP_PAD, 0, 1},
+               {M_MMAP_MAX, 0, 1},        {M_PERTURB, 0xa5, 1},
+               {M_CHECK_ACTION, 3, 1},    {M_ARENA_TEST, 8, 1},
+               {M_MXFAST, 0, 1},          {M_MXFAST, 160, 1},
+               {M_MXFAST, 161, 0},        {M_MXFAST, -1, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int got = mallopt(cases[i].param, cases[i].value);
+    CHECK(got == cases[i].want, "mallopt(%d, %d) = %d, glibc answers %d", cases[i].param,
+          cases[i].value, got, cases[i].want);
+  }
+}
 #endif
 
 /* Runs one group of checks in a child process, so that an allocator abort in one group
@@ -855,6 +878,7 @@ int main(int argc, char **argv) {
       {"sized free and stats", t_sized_and_stats},
 #ifndef USE_RILL_API
       {"glibc introspection", t_glibc_info},
+      {"mallopt", t_mallopt},
 #endif
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
