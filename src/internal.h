@@ -42,12 +42,13 @@
 
 /* ---- size classes ------------------------------------------------------ */
 /* 8, then 16..128 step 16, then four classes per power of two up to 256 KiB,
- * and one more, 9/8 of the power, above 1, 2 and 4 KiB: no class wastes more
- * than 25% of a request over 64 bytes, and a power of two plus a header
- * (sqlite's 1,032-byte and 4,590-byte blocks: a 1 or 4 KiB page and its
- * bookkeeping) wastes under 12.5% there, not 24%. Eight classes per
- * doubling from 1 KiB cost memory elsewhere (docs/design.md, "Size classes"). */
-#define NCLASSES  56
+ * and one more, 9/8 of the power, above 1, 2, 4, 8 and 16 KiB: no class
+ * wastes more than 25% of a request over 64 bytes, and a power of two plus a
+ * header (sqlite's 1,032-byte and 4,590-byte blocks: a 1 or 4 KiB page and
+ * its bookkeeping; a 16 KiB TLS record buffer and its headers) wastes under
+ * 12.5% there, not 24%. Eight classes per doubling from 1 KiB cost memory
+ * elsewhere (docs/design.md, "Size classes"). */
+#define NCLASSES  58
 #define CLASS_MAX ((size_t)256 * 1024)
 #define CLS_LARGE 255
 _Static_assert(NCLASSES <= 64, "heap_t.warm has a bit per class");
@@ -72,11 +73,11 @@ static inline size_t class_size(unsigned c) {
     unsigned k = 7 + (c - 9) / 4, s = (c - 9) % 4;
     return (size_t)(5 + s) << (k - 2);
   }
-  if (c <= 35) {
+  if (c <= 45) {
     unsigned k = 10 + (c - 21) / 5, j = (c - 21) % 5;
     return j == 0 ? (size_t)9 << (k - 3) : (size_t)(4 + j) << (k - 2);
   }
-  unsigned k = 13 + (c - 36) / 4, s = (c - 36) % 4;
+  unsigned k = 15 + (c - 46) / 4, s = (c - 46) % 4;
   return (size_t)(5 + s) << (k - 2);
 }
 

@@ -2,8 +2,8 @@
  * src/internal.h): every request from 1 B to the largest class maps to the
  * smallest class that holds it; classes grow strictly and, from 16 B, are
  * multiples of 16; no class wastes more than 25% of a request over 64 B;
- * every power of two is a class; and a power of two from 1 to 4 KiB plus up
- * to an eighth of it (a page and its header) rounds to 9/8 of the power. */
+ * every power of two is a class; and a power of two from 1 to 16 KiB plus up
+ * to an eighth of it (a page or a buffer and its header) rounds to 9/8 of the power. */
 #include "internal.h"
 #include "rill_test.h"
 
@@ -31,7 +31,7 @@ int main(void) {
   for (size_t p = 8; p <= CLASS_MAX; p *= 2)
     CHECK(class_size(size_class(p)) == p, "%zu B, a power of two, rounds to %zu", p,
           class_size(size_class(p)));
-  for (size_t p = 1024; p <= 4096; p *= 2)
+  for (size_t p = 1024; p <= 16384; p *= 2)
     for (size_t d = 1; d <= p / 8; d++)
       if (class_size(size_class(p + d)) != p + p / 8) {
         FAIL("%zu B (%zu + %zu) rounds to %zu, want %zu", p + d, p, d,
