@@ -23,7 +23,7 @@ static bool arena_cover(size_t end);
 #define MAX_TRACKERS 4
 static bool (*trackers[MAX_TRACKERS])(size_t slots);
 static unsigned ntrackers;
-static size_t commit_end; /* RILL_COMMIT: slots writable in the arena and its tables */
+static size_t commit_end; /* slots whose tables are usable (os_commit_grow) */
 
 void *os_map(size_t n) {
   void *p =
@@ -49,18 +49,33 @@ static int reserve_prot(void) {
   return rill_opt.commit_demand ? PROT_NONE : PROT_READ | PROT_WRITE;
 }
 
+/* Reservations stay out of core dumps until they are used. A core holds
+ * every byte of every private mapping that was ever written, holes included,
+ * and a crash handler that reads it from a pipe (systemd-coredump, apport)
+ * gets each hole as zeros: with the 1 TiB arena and its 16 GiB of span
+ * entries, a crash wrote 1.02 TiB and kept the process in the kernel until
+ * it had. The parts in use are let back in as they are reached, a table's
+ * by os_commit_grow and the arena's by arena_cover, so a core still holds
+ * the heap and rill's records of it. */
 void *os_reserve(size_t n) {
   void *p = mmap(NULL, n, reserve_prot(), MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? NULL : p;
+  if (p == MAP_FAILED) return NULL;
+  madvise(p, n, MADV_DONTDUMP);
+  return p;
 }
 
-/* Makes bytes from .. to of a table from os_reserve writable, by whole pages:
- * the call that covered .. from made its pages up to from's page end so. */
+/* Makes bytes from .. to of a table from os_reserve usable, by whole pages:
+ * part of core dumps, and with RILL_COMMIT=demand writable. The call that
+ * covered .. from did so for its pages up to from's page end. */
 bool os_commit_grow(void *tab, size_t from, size_t to) {
-  if (!rill_opt.commit_demand || to <= from) return true;
+  if (to <= from) return true;
   uintptr_t pg = rill_arena.page, t = (uintptr_t)tab;
   uintptr_t a = (from ? t + from + pg - 1 : t) & ~(pg - 1), b = (t + to + pg - 1) & ~(pg - 1);
-  return b <= a || mprotect((void *)a, b - a, PROT_READ | PROT_WRITE) == 0;
+  if (b <= a) return true;
+  if (rill_opt.commit_demand && mprotect((void *)a, b - a, PROT_READ | PROT_WRITE) != 0)
+    return false;
+  madvise((void *)a, b - a, MADV_DODUMP);
+  return true;
 }
 
 /* Gives pages back; the range stays mapped and reads as zero afterwards. */
@@ -283,8 +298,8 @@ void arena_release(void) {
 #define COVER_STEP ((size_t)4096 / sizeof(span_t *))
 static _Atomic int cover_lock;
 
-/* RILL_COMMIT: the tables writable for slots up to `to`, doubling what is
- * writable (by 256 MiB of arena at most), so that covers rarely make system
+/* The tables usable (os_commit_grow) for slots up to `to`, doubling what
+ * is usable (by 256 MiB of arena at most), so that covers rarely make system
  * calls; the span entries, the biggest table, are 1/64 of the arena they
  * cover. The arena's own pages are committed by whoever hands slots out
  * (arena_commit), since a runs shard takes 32 MiB at a time and cuts it as
@@ -309,12 +324,10 @@ static bool cover_commit(size_t to) {
   return true;
 }
 
-/* A layer above whose tables are indexed by slot has them made writable as
- * far as the arena's own tables, now and at each cover (RILL_COMMIT only; a
- * no-op otherwise).
+/* A layer above whose tables are indexed by slot has them made usable
+ * (os_commit_grow) as far as the arena's own tables, now and at each cover.
  * False if the kernel refuses the first commit. */
 bool arena_track(bool (*commit)(size_t slots)) {
-  if (!rill_opt.commit_demand) return true;
   spin_lock(&cover_lock);
   bool ok = ntrackers < MAX_TRACKERS && commit(commit_end);
   if (ok) trackers[ntrackers++] = commit;
@@ -333,8 +346,15 @@ static bool arena_cover(size_t end) {
   if (end > from) {
     size_t to = (end + COVER_STEP - 1) & ~(COVER_STEP - 1);
     if (to > rill_arena.nslots) to = rill_arena.nslots;
-    ok = !rill_opt.commit_demand || cover_commit(to);
+    ok = cover_commit(to);
     if (ok) {
+      /* the arena's own pages join core dumps a cover step at a time, in
+       * whole huge pages, so the edge never splits one (RILL_HUGEPAGES) */
+      uintptr_t a = (rill_arena.base + (from << SLOT_SHIFT)) & ~(HUGE_PAGE - 1);
+      uintptr_t b = (rill_arena.base + (to << SLOT_SHIFT) + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+      uintptr_t top = rill_arena.base + rill_arena.size;
+      if (a < rill_arena.base) a = rill_arena.base;
+      madvise((void *)a, (b < top ? b : top) - a, MADV_DODUMP);
       for (size_t i = from; i < to; i++)
         __atomic_store_n(&rill_arena.heads[i], span_of_index(0), __ATOMIC_RELAXED);
       __atomic_store_n(&rill_arena.bound, to << SLOT_SHIFT, __ATOMIC_RELEASE);

@@ -71,8 +71,8 @@ static _Atomic uint32_t heaps_live;  /* records a thread owns now */
 static _Atomic uint32_t young_live;  /* threads young now (young_heap) */
 static _Atomic uint64_t young_frees; /* remote frees of young threads that have grown up or left */
 static _Atomic uint64_t heaps_free;  /* tagged stack of recycled ids: id+1 | tag */
-/* Heaps whose records are writable: max_heaps, or with RILL_COMMIT those
- * committed so far, HEAPS_STEP at a time as new ids are handed out. */
+/* Heaps whose records are usable (os_commit_grow: in core dumps, and with
+ * RILL_COMMIT writable), HEAPS_STEP at a time as new ids are handed out. */
 static _Atomic uint32_t heaps_usable;
 static _Atomic int heaps_commit_lock;
 #define HEAPS_STEP 16u
@@ -93,7 +93,7 @@ uint32_t heap_count(void) {
   return top < usable ? top : usable;
 }
 
-/* Makes the record of heap `id` writable (RILL_COMMIT). */
+/* Makes the record of heap `id` usable. */
 static bool heaps_commit(uint32_t id) {
   if (id < atomic_load_explicit(&heaps_usable, ACQ)) return true;
   spin_lock(&heaps_commit_lock);
@@ -206,7 +206,7 @@ bool heap_module_init(size_t budget) {
     os_unmap(heaps, rec);
     heaps = NULL;
   }
-  atomic_store_explicit(&heaps_usable, rill_opt.commit_demand ? 0 : max_heaps, RLX);
+  atomic_store_explicit(&heaps_usable, 0, RLX);
   for (unsigned k = 0; k < SHARED_N; k++) atomic_store_explicit(&shared[k].live, 1, RLX);
   return heaps != NULL;
 }

@@ -36,9 +36,9 @@ static map_t maps[MAX_STRIPES][POOL_ORDERS];
 
 static void *maps_mem; /* all the maps, in one mapping */
 static size_t maps_bytes;
-static size_t maps_done; /* RILL_COMMIT: slots whose map words are writable */
+static size_t maps_done; /* slots whose map words are usable (os_commit_grow) */
 
-/* RILL_COMMIT: every map's words for slots up to `slots` writable (a page of
+/* Every map's words for slots up to `slots` usable (a page of
  * a map's bits covers 512 MiB of arena, so this is rarely a system call). */
 static bool maps_commit(size_t slots) {
   size_t w0 = (maps_done + 63) / 64, w1 = (slots + 63) / 64;

@@ -105,7 +105,7 @@ static _Atomic uint64_t *young[2];
 static unsigned young_cur;    /* the generation frees mark; under every shard lock */
 static uint32_t young_turned; /* ms of the last turn; under the pool's purge lock */
 
-static size_t dirty_done; /* RILL_COMMIT: slots whose bits are writable */
+static size_t dirty_done; /* slots whose bits are usable (os_commit_grow) */
 static bool dirty_commit(size_t slots) {
   size_t u = sizeof(uint64_t), from = (dirty_done + 63) / 64 * u, to = (slots + 63) / 64 * u;
   if (!os_commit_grow((void *)dirty, from, to) || !os_commit_grow((void *)gone, from, to) ||
