@@ -393,10 +393,10 @@ bool arena_decommit(size_t first, size_t n) {
 
 /* fork: the child must not inherit the lock held by a thread that is gone. */
 void arena_fork_prepare(void) {
-  spin_lock(&cover_lock);
+  fork_hold(&cover_lock);
 }
 void arena_fork_parent(void) {
-  spin_unlock(&cover_lock);
+  fork_release(&cover_lock);
 }
 void arena_fork_child(void) {
   atomic_store_explicit(&cover_lock, 0, RLX);

@@ -186,10 +186,10 @@ uint64_t huge_bytes(void) {
 }
 
 void huge_fork_prepare(void) {
-  for (int i = 0; i < SHARDS; i++) spin_lock(&shards[i].lock);
+  for (int i = 0; i < SHARDS; i++) fork_hold(&shards[i].lock);
 }
 void huge_fork_parent(void) {
-  for (int i = 0; i < SHARDS; i++) spin_unlock(&shards[i].lock);
+  for (int i = 0; i < SHARDS; i++) fork_release(&shards[i].lock);
 }
 void huge_fork_child(void) {
   for (int i = 0; i < SHARDS; i++) atomic_store_explicit(&shards[i].lock, 0, RLX);

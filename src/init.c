@@ -210,8 +210,11 @@ static void thread_exit(void *v) {
   purger_poll();
 }
 
+_Atomic uintptr_t rill_forker;
+
 static void fork_prepare(void) {
-  spin_lock(&init_lock);
+  atomic_store_explicit(&rill_forker, (uintptr_t)&rill_tls, RLX);
+  fork_hold(&init_lock);
   heap_fork_prepare();
   huge_fork_prepare();
   pool_fork_prepare();
@@ -222,7 +225,8 @@ static void fork_parent(void) {
   pool_fork_parent();
   huge_fork_parent();
   heap_fork_parent();
-  spin_unlock(&init_lock);
+  fork_release(&init_lock);
+  atomic_store_explicit(&rill_forker, 0, RLX);
 }
 static void fork_child(void) {
   arena_fork_child();
@@ -231,6 +235,27 @@ static void fork_child(void) {
   heap_fork_child();
   purger_fork_child();
   atomic_store_explicit(&init_lock, 0, RLX);
+  atomic_store_explicit(&rill_forker, 0, RLX);
+}
+
+/* The fork handlers, registered once: at load (rill_load), or at the first
+ * thread's registration if something allocated before the library's
+ * constructor ran. glibc runs prepare handlers last registered first, so
+ * registering before the program's own handlers (which it may register in
+ * main before it first allocates) lets ours take rill's locks after theirs
+ * have allocated, and release them before their child and parent handlers
+ * run. Handlers registered earlier still (a library constructor that ran
+ * first) may allocate in between: the forking thread re-enters the locks it
+ * holds (LOCK_FORK, internal.h). The flag is set before the call, which may
+ * itself allocate. */
+static _Atomic int fork_registered;
+static void fork_register(void) {
+  int expect = 0;
+  if (atomic_compare_exchange_strong(&fork_registered, &expect, 1))
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+__attribute__((constructor)) static void rill_load(void) {
+  fork_register();
 }
 
 /* The arena and the tables of the layers above it that grow with it: the
@@ -261,9 +286,10 @@ static bool reserve(void) {
   return false;
 }
 
-/* Global start-up, once: the arena and the heap table. The pthread key and
- * fork handlers come later, in rill_thread_register, once this thread has a
- * heap: pthread_atfork may itself call malloc. */
+/* Global start-up, once: the arena and the heap table. The pthread key
+ * comes later, in rill_thread_register, once this thread has a heap, and so
+ * do the fork handlers if the constructor has not run: pthread_atfork may
+ * itself call malloc. */
 bool rill_init(void) {
   static bool failed; /* under init_lock: a process that cannot get an arena says so once */
   spin_lock(&init_lock);
@@ -309,7 +335,7 @@ void rill_thread_register(heap_t *h) {
   if (atomic_compare_exchange_strong(&key_state, &expect, 1)) {
     pthread_key_create(&exit_key, thread_exit);
     atomic_store_explicit(&key_state, 2, REL);
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    fork_register();
     if (rill_opt.show_stats) {
       /* programs such as sort close stderr before exit: keep our own copy */
       rill_stats_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);

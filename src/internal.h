@@ -624,11 +624,27 @@ static inline void cpu_relax(void) {
 #endif
 }
 int sched_yield(void);
+/* Across fork, fork_prepare (init.c) holds every rill lock and marks it
+ * LOCK_FORK, and fork_parent or fork_child lets go. glibc runs the fork
+ * handlers that other code registered before rill's in between, prepare
+ * handlers after rill's and parent and child handlers before, and those may
+ * allocate (glibc's own malloc takes its locks after every handler); so the
+ * forking thread, rill_forker, may enter a LOCK_FORK lock again, and its
+ * unlock leaves the lock held. Nothing else is ever entered twice. */
+#define LOCK_FORK 2
+extern _Atomic uintptr_t rill_forker INTERNAL; /* &rill_tls of the forking thread, or 0 */
+static inline bool fork_reentry(int seen) {
+  return seen == LOCK_FORK && atomic_load_explicit(&rill_forker, RLX) == (uintptr_t)&rill_tls;
+}
 /* spin lock for rare paths (start-up, huge registry); yields when a holder
  * was preempted, since benchmarks run more threads than cores */
 static inline void spin_lock(_Atomic int *l) {
-  for (unsigned spins = 0; atomic_exchange_explicit(l, 1, ACQ); spins++) {
-    while (atomic_load_explicit(l, RLX)) {
+  int seen = 0;
+  for (unsigned spins = 0; !atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX);
+       spins++) {
+    if (fork_reentry(seen)) return;
+    while ((seen = atomic_load_explicit(l, RLX)) != 0) {
+      if (fork_reentry(seen)) return;
       if (++spins > 64)
         sched_yield();
       else
@@ -636,7 +652,19 @@ static inline void spin_lock(_Atomic int *l) {
     }
   }
 }
+static inline bool spin_trylock(_Atomic int *l) {
+  int seen = 0;
+  return atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX) || fork_reentry(seen);
+}
 static inline void spin_unlock(_Atomic int *l) {
+  if (__builtin_expect(atomic_load_explicit(l, RLX) == LOCK_FORK, 0)) return; /* see above */
+  atomic_store_explicit(l, 0, REL);
+}
+static inline void fork_hold(_Atomic int *l) {
+  spin_lock(l);
+  atomic_store_explicit(l, LOCK_FORK, RLX);
+}
+static inline void fork_release(_Atomic int *l) {
   atomic_store_explicit(l, 0, REL);
 }
 /* Test builds (-DRILL_RACE_WINDOWS) yield at points where another thread

@@ -365,7 +365,7 @@ size_t pool_purge_timed(uint64_t now) {
   if (now < due) return 1;
   uint32_t d = rill_opt.purge_delay, step = d / 4 > 10 ? d / 4 : 10;
   if (!atomic_compare_exchange_strong_explicit(&purge_due, &due, now + step, RLX, RLX)) return 1;
-  if (atomic_exchange_explicit(&purge_lock, 1, ACQ)) return 1;
+  if (!spin_trylock(&purge_lock)) return 1;
   size_t left;
   purge_pass((uint32_t)(now - d), true, &left);
   spin_unlock(&purge_lock);
@@ -389,7 +389,7 @@ void pool_purge_stale(void) {
   uint64_t now = os_now_ms(), due = atomic_load_explicit(&stale_due, RLX);
   if (d < 8 || now < due) return; /* with a short delay the timed passes do as well */
   if (!atomic_compare_exchange_strong_explicit(&stale_due, &due, now + d / 8, RLX, RLX)) return;
-  if (atomic_exchange_explicit(&purge_lock, 1, ACQ)) return; /* a pass is running */
+  if (!spin_trylock(&purge_lock)) return; /* a pass is running */
   size_t bytes = runs_purge_stale((uint32_t)(now - d / 4));
   spin_unlock(&purge_lock);
   atomic_fetch_add_explicit(&purged_bytes, bytes, RLX);
@@ -449,12 +449,12 @@ void pool_tick(uint64_t now) {
 }
 
 void pool_fork_prepare(void) {
-  spin_lock(&purge_lock);
+  fork_hold(&purge_lock);
   runs_fork_prepare();
 }
 void pool_fork_parent(void) {
   runs_fork_parent();
-  spin_unlock(&purge_lock);
+  fork_release(&purge_lock);
 }
 void pool_fork_child(void) {
   runs_fork_child();

@@ -590,18 +590,24 @@ static uint32_t holes_count(void) {
   return (uint32_t)n;
 }
 
+/* Every shard's lock, taken or let go in one sweep. */
+static void runs_lock_all(bool lock) {
+  for (unsigned k = 0; k < RUN_SHARDS; k++)
+    lock ? spin_lock(&shards[k].lock) : spin_unlock(&shards[k].lock);
+}
+
 /* A new generation of young slots, once a purge delay has passed since the
  * last: the older one is emptied and takes the frees from now on, so a slot
  * stays young a delay at least and two at most. Under the purge lock. */
 static void young_turn(uint32_t now) {
   if (now - young_turned < rill_opt.purge_delay) return;
   young_turned = now;
-  runs_fork_prepare(); /* every shard's lock: no free marks a generation meanwhile */
+  runs_lock_all(true); /* every shard's lock: no free marks a generation meanwhile */
   young_cur ^= 1;
   for (size_t w = 0, n = (arena_bound_slots() + 63) / 64; w < n; w++)
     if (atomic_load_explicit(&young[young_cur][w], RLX))
       atomic_store_explicit(&young[young_cur][w], 0, RLX);
-  runs_fork_parent();
+  runs_lock_all(false);
 }
 
 /* Delayed purging of one shard's free runs: those freed at or before
@@ -691,10 +697,10 @@ size_t runs_purge_stale(uint32_t cutoff) {
 }
 
 void runs_fork_prepare(void) {
-  for (unsigned k = 0; k < RUN_SHARDS; k++) spin_lock(&shards[k].lock);
+  for (unsigned k = 0; k < RUN_SHARDS; k++) fork_hold(&shards[k].lock);
 }
 void runs_fork_parent(void) {
-  for (unsigned k = RUN_SHARDS; k-- > 0;) spin_unlock(&shards[k].lock);
+  for (unsigned k = 0; k < RUN_SHARDS; k++) fork_release(&shards[k].lock);
 }
 void runs_fork_child(void) {
   for (unsigned k = 0; k < RUN_SHARDS; k++) atomic_store_explicit(&shards[k].lock, 0, RLX);

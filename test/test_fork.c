@@ -1,0 +1,100 @@
+/* test_fork.c - proves fork works when other fork handlers allocate. glibc runs prepare
+ * handlers last registered first, and parent and child handlers first registered first, and
+ * rill's own hold every rill lock from its prepare until its parent or child handler. Run
+ * with librill preloaded, in two modes:
+ *   --main  handlers registered in main before its first malloc (rill's constructor
+ *           registered first, so these run outside rill's locks);
+ *   --lib   handlers from fork_lib.c's constructor, which ran before rill's: they run while
+ *           rill holds its locks, which the forking thread re-enters.
+ * The handlers allocate huge blocks, runs and small blocks; three threads allocate all the
+ * while; each child allocates and exits. A hang is a failure (alarm). */
+#include "rill_test.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#define FORKS 40
+
+void fork_lib_counts(int *prepare, int *parent, int *child);
+
+static void *held;
+static int prepared, parented, childed;
+static void main_prepare(void) {
+  held = malloc(3 << 20);
+  for (int i = 0; i < 200; i++) free(malloc(100000 + (size_t)i * 512));
+  prepared++;
+}
+static void main_parent(void) {
+  free(held);
+  free(malloc(7 << 20));
+  parented++;
+}
+static void main_child(void) {
+  free(held);
+  free(malloc(5 << 20));
+  childed++;
+}
+
+static atomic_bool stop;
+static void *churn(void *arg) {
+  size_t k = (size_t)arg;
+  while (!atomic_load(&stop)) {
+    void *p = malloc((k++ * 7919) % 300000 + 1);
+    if (!p) DIE("malloc failed in a churning thread");
+    free(p);
+  }
+  return NULL;
+}
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "test_fork: no progress in 60 s: fork deadlocked\n";
+  ssize_t w = write(2, msg, sizeof msg - 1);
+  (void)w;
+  _exit(1);
+}
+
+int main(int argc, char **argv) {
+  bool in_main = argc > 1 && !strcmp(argv[1], "--main");
+  if (!in_main && !(argc > 1 && !strcmp(argv[1], "--lib")))
+    DIE("usage: test_fork --main | --lib   (with librill preloaded)");
+  /* first, before anything allocates */
+  if (in_main) pthread_atfork(main_prepare, main_parent, main_child);
+  signal(SIGALRM, on_alarm);
+  alarm(60);
+  CHECK(dlsym(RTLD_DEFAULT, "rill_stats_get") != NULL,
+        "rill is not in this process: run with librill preloaded");
+
+  pthread_t t[3];
+  for (size_t i = 0; i < 3; i++)
+    if (pthread_create(&t[i], NULL, churn, (void *)(i + 1))) DIE("pthread_create failed");
+  for (int i = 0; i < FORKS; i++) {
+    pid_t pid = fork();
+    if (pid < 0) DIE("fork: %s", strerror(errno));
+    if (pid == 0) {
+      char *p = malloc(64 << 20);
+      if (!p) _exit(2);
+      memset(p, 2, 4096);
+      free(p);
+      for (int j = 0; j < 1000; j++) free(malloc((size_t)j * 100 + 1));
+      _exit(0);
+    }
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid) DIE("waitpid: %s", strerror(errno));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d of fork %d did not allocate and exit",
+          (int)pid, i);
+  }
+  atomic_store(&stop, true);
+  for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+
+  int pr = prepared, pa = parented, ch = childed;
+  if (!in_main) fork_lib_counts(&pr, &pa, &ch);
+  CHECK(pr == FORKS && pa == FORKS, "%s handlers ran %d prepare and %d parent times, want %d",
+        in_main ? "main's" : "fork_lib's", pr, pa, FORKS);
+  CHECK(ch == 0, "a child handler's count reached the parent (%d)", ch);
+  printf("  %d forks with %s handlers allocating under three churning threads\n", FORKS,
+         in_main ? "main's" : "a library's");
+  return t_finish(in_main ? "test_fork --main" : "test_fork --lib");
+}
