@@ -33,6 +33,7 @@ void *os_map(size_t n) {
 
 void os_unmap(void *p, size_t n) {
   munmap(p, n);
+  os_reserved_cut(p, n);
 }
 
 /* ---- commit on demand (RILL_COMMIT) --------------------------------------
@@ -57,11 +58,16 @@ static int reserve_prot(void) {
  * it had. The parts in use are let back in as they are reached, a table's
  * by os_commit_grow and the arena's by arena_cover, so a core still holds
  * the heap and rill's records of it. */
-void *os_reserve(size_t n) {
-  void *p = mmap(NULL, n, reserve_prot(), MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+static void *reserve_at(void *want, size_t n, int flags) {
+  void *p =
+      mmap(want, n, reserve_prot(), MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
   if (p == MAP_FAILED) return NULL;
   madvise(p, n, MADV_DONTDUMP);
+  os_reserved_add(p, n); /* mlockall locks it on fault (mlock.c) */
   return p;
+}
+void *os_reserve(size_t n) {
+  return reserve_at(NULL, n, 0);
 }
 
 /* Makes bytes from .. to of a table from os_reserve usable, by whole pages:
@@ -196,10 +202,9 @@ static uintptr_t arena_reserve(size_t size) {
   if (base < (uintptr_t)raw + SLOT_SIZE)
     os_unmap((void *)(base + size), (uintptr_t)raw + SLOT_SIZE - base);
   void *want = (void *)(base - HEADS_GAP);
-  void *t = mmap(want, heads_bytes, reserve_prot(),
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  void *t = reserve_at(want, heads_bytes, MAP_FIXED_NOREPLACE);
   if (t == want) return base;
-  if (t != MAP_FAILED) os_unmap(t, heads_bytes); /* a kernel that took it as a hint */
+  if (t) os_unmap(t, heads_bytes); /* a kernel that took it as a hint */
   os_unmap((void *)base, size);
   return 0;
 }

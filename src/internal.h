@@ -365,6 +365,8 @@ void *os_map(size_t n) INTERNAL;
 void os_unmap(void *p, size_t n) INTERNAL;
 void *os_reserve(size_t n) INTERNAL;
 bool os_commit_grow(void *tab, size_t from, size_t to) INTERNAL;
+void os_reserved_add(void *p, size_t n) INTERNAL; /* mlock.c: mlockall spares reservations */
+void os_reserved_cut(void *p, size_t n) INTERNAL;
 bool arena_track(bool (*commit)(size_t slots)) INTERNAL;
 /* Slots below the bound: every per-slot table entry below it is usable. */
 static inline size_t arena_bound_slots(void) {
