@@ -9,6 +9,7 @@
 #endif
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <signal.h>
@@ -115,6 +116,20 @@ static inline int t_finish(const char *name) {
 
 /* ---- threads ----------------------------------------------------------------------- */
 
+/* The whole of /proc/self/smaps, NUL-terminated, in a static buffer (no malloc, so reading
+ * it does not change the heap being looked at). */
+static inline char *t_read_smaps(void) {
+  static char buf[8 << 20];
+  int fd = open("/proc/self/smaps", O_RDONLY);
+  if (fd < 0) DIE("open /proc/self/smaps: %s", strerror(errno));
+  size_t len = 0;
+  ssize_t got;
+  while (len < sizeof buf - 1 && (got = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
+    len += (size_t)got;
+  close(fd);
+  buf[len] = 0;
+  return buf;
+}
 /* Threads named rill-purger, and whether each blocks every signal. */
 static inline int t_purger_threads(bool *all_blocked) {
   int count = 0;

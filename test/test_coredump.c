@@ -29,18 +29,9 @@ static struct map maps[4096];
 static size_t nmaps;
 
 /* Reads /proc/self/smaps: each mapping's range, whether it is anonymous (no path), and
- * whether a core includes it (no "dd" in VmFlags). Uses no malloc: read(2) into a static
- * buffer. */
+ * whether a core includes it (no "dd" in VmFlags). */
 static void read_maps(void) {
-  static char buf[8 << 20];
-  int fd = open("/proc/self/smaps", O_RDONLY);
-  if (fd < 0) DIE("open /proc/self/smaps: %s", strerror(errno));
-  size_t len = 0;
-  ssize_t got;
-  while (len < sizeof buf - 1 && (got = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
-    len += (size_t)got;
-  close(fd);
-  buf[len] = 0;
+  char *buf = t_read_smaps();
   nmaps = 0;
   for (char *line = buf; line && *line;) {
     char *next = strchr(line, '\n');

@@ -30,15 +30,7 @@ static size_t status_kib(const char *field) {
 
 /* "Locked:" of the mapping holding p, in KiB, from /proc/self/smaps. */
 static size_t locked_kib(const void *p) {
-  static char buf[8 << 20];
-  int fd = open("/proc/self/smaps", O_RDONLY);
-  if (fd < 0) DIE("open /proc/self/smaps: %s", strerror(errno));
-  size_t len = 0;
-  ssize_t got;
-  while (len < sizeof buf - 1 && (got = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
-    len += (size_t)got;
-  close(fd);
-  buf[len] = 0;
+  char *buf = t_read_smaps();
   bool inside = false;
   for (char *line = buf; line && *line;) {
     char *next = strchr(line, '\n');
