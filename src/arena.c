@@ -98,6 +98,21 @@ void os_purge_lazy(void *p, size_t n) {
   madvise(p, n, MADV_DONTNEED);
 }
 
+/* Reads the start of a file (/proc, /sys) into buf, NUL-terminated: the
+ * bytes read, or -1. System calls of its own, not the C library's open and
+ * read: a preloaded library that wraps those may allocate in its wrapper
+ * (dlsym does, to find the real one), and this runs under rill's start-up
+ * lock and, in the purger, under heap locks. */
+long os_read_file(const char *path, char *buf, size_t cap) {
+  long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  long got = syscall(SYS_read, (int)fd, buf, cap - 1);
+  syscall(SYS_close, (int)fd);
+  if (got < 0) return -1;
+  buf[got] = 0;
+  return got;
+}
+
 /* Sleeps while *w == v (a private futex); os_wake wakes one sleeper. */
 void os_wait(_Atomic uint32_t *w, uint32_t v) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
@@ -120,13 +135,7 @@ static bool task_file(int tid, const char *name, char *buf, size_t cap) {
   while (d) path[n++] = digits[--d];
   path[n++] = '/';
   strcpy(path + n, name); /* no stdio: this runs inside the allocator */
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t got = read(fd, buf, cap - 1);
-  close(fd);
-  if (got <= 0) return false;
-  buf[got] = 0;
-  return true;
+  return os_read_file(path, buf, cap) > 0;
 }
 
 /* Is thread `tid` of this process asleep in a futex or epoll wait? Those are

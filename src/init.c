@@ -183,14 +183,11 @@ static void opt_misspelt(void) {
 
 /* A number from /proc/sys, or dflt if it cannot be read. */
 static long sysctl_num(const char *path, long dflt) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return dflt;
   char buf[24];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
+  long n = os_read_file(path, buf, sizeof buf);
   if (n <= 0 || buf[0] < '0' || buf[0] > '9') return dflt;
   long v = 0;
-  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) v = v * 10 + (buf[i] - '0');
+  for (long i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) v = v * 10 + (buf[i] - '0');
   return v;
 }
 /* Strict overcommit (vm.overcommit_memory = 2) charges every writable

@@ -365,6 +365,7 @@ void *os_map(size_t n) INTERNAL;
 void os_unmap(void *p, size_t n) INTERNAL;
 void *os_reserve(size_t n) INTERNAL;
 bool os_commit_grow(void *tab, size_t from, size_t to) INTERNAL;
+long os_read_file(const char *path, char *buf, size_t cap) INTERNAL;
 void os_reserved_add(void *p, size_t n) INTERNAL; /* mlock.c: mlockall spares reservations */
 void os_reserved_cut(void *p, size_t n) INTERNAL;
 bool arena_track(bool (*commit)(size_t slots)) INTERNAL;
