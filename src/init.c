@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,6 +42,10 @@ void rill_fmt_dec(char *out, uint64_t v) {
   out[n] = 0;
 }
 
+/* One line to stderr, with the system call itself: warnings are printed
+ * under the start-up lock, where a preloaded wrapper of write that allocates
+ * would wait for that lock (see os_read_file), and where a thread with a
+ * cancellation pending must not stop (write is a cancellation point). */
 void rill_message(const char *a, const char *b) {
   char buf[512];
   size_t n = 0;
@@ -48,8 +53,7 @@ void rill_message(const char *a, const char *b) {
   for (const char *s = a; s && *s && n < sizeof buf - 2; s++) buf[n++] = *s;
   for (const char *s = b; s && *s && n < sizeof buf - 2; s++) buf[n++] = *s;
   buf[n++] = '\n';
-  ssize_t w = write(2, buf, n);
-  (void)w;
+  (void)syscall(SYS_write, 2, buf, n);
 }
 
 /* An address rill never handed out reached free or realloc: say so and stop,
