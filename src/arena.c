@@ -84,18 +84,21 @@ bool os_commit_grow(void *tab, size_t from, size_t to) {
   return true;
 }
 
-/* Gives pages back; the range stays mapped and reads as zero afterwards. */
-void os_purge(void *p, size_t n) {
-  madvise(p, n, MADV_DONTNEED);
+/* Gives pages back; the range stays mapped and reads as zero afterwards.
+ * False if the kernel refused: it does for locked pages (mlock, mlockall),
+ * which then keep their contents, so the caller must not count the range
+ * purged or zero (a calloc served from it returned the old bytes). */
+bool os_purge(void *p, size_t n) {
+  return madvise(p, n, MADV_DONTNEED) == 0;
 }
 
 /* Timed purging may use MADV_FREE: cheaper, but pages leave RSS only under
  * memory pressure, and their contents are no longer known to be zero. */
-void os_purge_lazy(void *p, size_t n) {
+bool os_purge_lazy(void *p, size_t n) {
 #ifdef MADV_FREE
-  if (rill_opt.purge_free && madvise(p, n, MADV_FREE) == 0) return;
+  if (rill_opt.purge_free && madvise(p, n, MADV_FREE) == 0) return true;
 #endif
-  madvise(p, n, MADV_DONTNEED);
+  return madvise(p, n, MADV_DONTNEED) == 0;
 }
 
 /* Reads the start of a file (/proc, /sys) into buf, NUL-terminated: the

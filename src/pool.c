@@ -170,11 +170,9 @@ size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, bool *whole) 
   }
   *whole = ps == start && pe == end;
   if (pe <= ps) return 0;
-  if (lazy)
-    os_purge_lazy((void *)ps, pe - ps);
-  else
-    os_purge((void *)ps, pe - ps);
-  return pe - ps;
+  if (lazy ? os_purge_lazy((void *)ps, pe - ps) : os_purge((void *)ps, pe - ps)) return pe - ps;
+  *whole = false; /* locked pages: kept, contents and all */
+  return 0;
 }
 
 static void batch_flush(batch_t *b, map_t *home) {

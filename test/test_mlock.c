@@ -5,8 +5,9 @@
  * resident memory grows by the program's own untouched mapping and little else; that mapping
  * is resident whole (MCL_CURRENT kept its meaning); rill's blocks, those written before and
  * those allocated after, are locked (smaps "Locked:"); a mapping made afterwards is resident
- * at once (MCL_FUTURE); munlockall undoes it. Needs CAP_IPC_LOCK or an unlimited
- * RLIMIT_MEMLOCK, and says so otherwise. */
+ * at once (MCL_FUTURE); munlockall undoes it. First, a large block locked with mlock and
+ * freed: calloc from its run reads zero. Needs CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK,
+ * and says so otherwise. */
 #include "rill_test.h"
 
 #include <fcntl.h>
@@ -53,9 +54,41 @@ static size_t resident_pages(const void *p, size_t n) {
   return res;
 }
 
+/* A large block locked with mlock and freed without munlock: the kernel refuses to purge
+ * locked pages, so they keep their bytes, and a calloc served from them must still read zero
+ * (rill counted them purged and zero, and calloc returned the old bytes). Returns false if
+ * this process may not lock a MiB. */
+static bool locked_then_calloc(void) {
+  size_t n = MiB;
+  unsigned char *p = malloc(n);
+  if (!p) DIE("malloc(1 MiB) failed");
+  memset(p, 0xab, n);
+  if (mlock(p, n) != 0) {
+    free(p);
+    return false;
+  }
+  free(p);
+  malloc_trim(0);
+  unsigned char *q = calloc(1, n);
+  if (!q) DIE("calloc(1 MiB) failed");
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += q[i] != 0;
+  printf("  calloc after a locked block was freed: %s, %zu bytes not zero\n",
+         q == p ? "the same run" : "another run", bad);
+  CHECK(bad == 0, "calloc(1 MiB) returned %zu bytes that are not zero (%s as the locked block)",
+        bad, q == p ? "the same run" : "another run");
+  free(q);
+  return true;
+}
+
 int main(void) {
   struct rlimit ml;
   getrlimit(RLIMIT_MEMLOCK, &ml);
+  if (!locked_then_calloc()) {
+    printf("  mlock: %s; needs CAP_IPC_LOCK or an RLIMIT_MEMLOCK over 1 MiB, not run\n",
+           strerror(errno));
+    return 77;
+  }
   char *small = malloc(64), *run = malloc(200 * KiB), *huge = malloc(8 * MiB);
   if (!small || !run || !huge) DIE("malloc failed");
   memset(small, 1, 64);
