@@ -63,13 +63,26 @@ static void lock_outside_reserved(uintptr_t lo, uintptr_t hi) {
   }
 }
 
+/* A hexadecimal number at line[*k], up to the character `stop`. */
+static uintptr_t hex_until(const char *line, size_t *k, size_t end, char stop) {
+  uintptr_t v = 0;
+  for (; *k < end && line[*k] != stop; ++*k) {
+    char c = line[*k];
+    v = v * 16 + (uintptr_t)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+  }
+  return v;
+}
+
 /* Locks and populates every accessible mapping that is not a reservation,
- * reading /proc/self/maps in pieces (no allocation). */
+ * reading /proc/self/maps in pieces (no allocation). A line longer than the
+ * buffer (a path near PATH_MAX) is skipped whole, never read from its
+ * middle. */
 static void lock_program_mappings(void) {
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   char buf[4096];
   size_t have = 0;
+  bool skipping = false;
   for (;;) {
     ssize_t got = read(fd, buf + have, sizeof buf - have);
     if (got <= 0) break;
@@ -77,20 +90,23 @@ static void lock_program_mappings(void) {
     size_t start = 0;
     for (size_t i = 0; i < have; i++) {
       if (buf[i] != '\n') continue;
-      /* "lo-hi perms ..." */
-      uintptr_t lo = 0, hi = 0;
-      size_t k = start;
-      for (; k < i && buf[k] != '-'; k++)
-        lo = lo * 16 + (uintptr_t)(buf[k] <= '9' ? buf[k] - '0' : (buf[k] | 0x20) - 'a' + 10);
-      for (k++; k < i && buf[k] != ' '; k++)
-        hi = hi * 16 + (uintptr_t)(buf[k] <= '9' ? buf[k] - '0' : (buf[k] | 0x20) - 'a' + 10);
-      bool access = k + 3 < i && (buf[k + 1] != '-' || buf[k + 2] != '-' || buf[k + 3] != '-');
-      if (access && lo < hi) lock_outside_reserved(lo, hi);
+      if (!skipping) { /* "lo-hi perms offset dev inode path" */
+        size_t k = start;
+        uintptr_t lo = hex_until(buf, &k, i, '-');
+        k++;
+        uintptr_t hi = hex_until(buf, &k, i, ' ');
+        bool access = k + 3 < i && (buf[k + 1] != '-' || buf[k + 2] != '-' || buf[k + 3] != '-');
+        if (access && lo < hi) lock_outside_reserved(lo, hi);
+      }
+      skipping = false;
       start = i + 1;
     }
     memmove(buf, buf + start, have - start);
     have -= start;
-    if (have == sizeof buf) have = 0; /* a line longer than the buffer: skip it */
+    if (have == sizeof buf) { /* no line end in a full buffer */
+      have = 0;
+      skipping = true;
+    }
   }
   close(fd);
 }
