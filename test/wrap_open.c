@@ -11,6 +11,8 @@
 #include <string.h>
 
 static int (*real_open)(const char *, int, ...);
+/* The mode argument exists only with O_CREAT or O_TMPFILE. */
+#define HAS_MODE(flags) (((flags)&O_CREAT) || ((flags)&O_TMPFILE) == O_TMPFILE)
 static int (*real_openat)(int, const char *, int, ...);
 
 /* Allocates, as dlsym's error buffer would, then finds the real function. The buffer is
@@ -26,27 +28,36 @@ static void *lookup(const char *name) {
 }
 
 int open(const char *path, int flags, ...) {
-  va_list ap;
-  va_start(ap, flags);
-  int mode = va_arg(ap, int);
-  va_end(ap);
+  int mode = 0;
+  if (HAS_MODE(flags)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, int);
+    va_end(ap);
+  }
   if (!real_open) real_open = (int (*)(const char *, int, ...))lookup("open");
   return real_open(path, flags, mode);
 }
 
 int open64(const char *path, int flags, ...) {
-  va_list ap;
-  va_start(ap, flags);
-  int mode = va_arg(ap, int);
-  va_end(ap);
+  int mode = 0;
+  if (HAS_MODE(flags)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, int);
+    va_end(ap);
+  }
   return open(path, flags, mode);
 }
 
 int openat(int dir, const char *path, int flags, ...) {
-  va_list ap;
-  va_start(ap, flags);
-  int mode = va_arg(ap, int);
-  va_end(ap);
+  int mode = 0;
+  if (HAS_MODE(flags)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, int);
+    va_end(ap);
+  }
   if (!real_openat) real_openat = (int (*)(int, const char *, int, ...))lookup("openat");
   return real_openat(dir, path, flags, mode);
 }
