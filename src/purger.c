@@ -5,7 +5,11 @@
  * that already run a second thread get it. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -17,19 +21,22 @@ static unsigned mode;            /* RILL_PURGE_THREAD: PURGE_THREAD_* */
 static _Atomic uint32_t threads; /* threads that took a heap, since start or fork */
 
 static _Atomic uint32_t kicked; /* purger_kick: lend idle owners' spans now */
+static _Atomic int stop_asked;  /* purger_stop: end the thread at its next wait */
+static pthread_t purger;        /* joinable, so that purger_stop knows when it is gone */
 
 static void *purger_main(void *arg) {
   (void)arg;
   uint32_t d = rill_opt.purge_delay, step = d / 4 > 10 ? d / 4 : 10;
-  for (;;) {
+  while (!atomic_load_explicit(&stop_asked, ACQ)) {
     pool_wait_pages();
     /* a beat's nap, cut short to lend when a thread has just taken a span
      * of never-used memory (purger_kick) */
     uint64_t now = os_now_ms(), until = now + step;
-    for (; now < until; now = os_now_ms()) {
+    for (; now < until && !atomic_load_explicit(&stop_asked, ACQ); now = os_now_ms()) {
       os_wait_ms(&kicked, 0, (uint32_t)(until - now));
       if (atomic_exchange_explicit(&kicked, 0, ACQ)) heap_lend_idle(false);
     }
+    if (atomic_load_explicit(&stop_asked, ACQ)) break;
     heap_stashes_flush(); /* heaps' stashes to the pool, so the pass sees them */
     heap_sweep_all(true); /* and what idle owners' lists hold empty */
     heap_lend_idle(true); /* and their spans with room, to the other threads */
@@ -52,7 +59,6 @@ static void purger_create(void) {
   pthread_t t;
   sigset_t all, old;
   pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&at, 64 * 1024);
   /* the thread blocks every signal, so none meant for the program lands on it */
   sigfillset(&all);
@@ -69,8 +75,68 @@ static void purger_create(void) {
                    "pages are given back on allocator activity only");
     return;
   }
+  purger = t;
   pthread_setname_np(t, "rill-purger");
 }
+
+/* The rest replaces the C library's unshare and setns; builds that keep only
+ * the rill_ names leave them alone. */
+#ifndef RILL_NO_OVERRIDE
+
+/* Ends the purger thread, if it runs, and waits until it is gone; it starts
+ * again as after a fork (purger_fork_child): at the next slow path if asked
+ * for, by default once a new thread has a heap. False if there was none. */
+static bool purger_stop(void) {
+  if (atomic_load_explicit(&rill_purger_state, ACQ) != PURGER_RUNNING) return false;
+  atomic_store_explicit(&stop_asked, 1, REL);
+  atomic_store_explicit(&kicked, 1, REL);
+  os_wake(&kicked);
+  pool_pages_arrived(); /* out of its wait for pooled pages */
+  pthread_join(purger, NULL);
+  pool_watch(false);
+  atomic_store_explicit(&stop_asked, 0, RLX);
+  atomic_store_explicit(&rill_purger_state, mode == PURGE_THREAD_ON ? PURGER_WANTED : PURGER_AUTO,
+                        REL);
+  return true;
+}
+
+/* "Threads:" of /proc/self/status, or 0 if it cannot be read. */
+static unsigned threads_now(void) {
+  char buf[4096];
+  if (os_read_file("/proc/self/status", buf, sizeof buf) <= 0) return 0;
+  const char *at = strstr(buf, "\nThreads:");
+  if (!at) return 0;
+  at += 9;
+  while (*at == ' ' || *at == '\t') at++;
+  unsigned n = 0;
+  for (; *at >= '0' && *at <= '9'; at++) n = n * 10 + (unsigned)(*at - '0');
+  return n;
+}
+
+/* unshare(CLONE_NEWUSER), and setns into a user or mount namespace, need a
+ * process of one thread. A program that ran threads, joined them and then
+ * sandboxed itself got EINVAL under rill, whose purger had started meanwhile
+ * and was the one other thread. So when the purger is the only other thread,
+ * these calls end it first, and wait until the kernel counts one thread
+ * (the join returns when the thread has cleared its id, which is before the
+ * kernel has taken it out of the process). */
+static void purger_out_of_the_way(void) {
+  if (atomic_load_explicit(&rill_purger_state, ACQ) != PURGER_RUNNING || threads_now() != 2) return;
+  if (!purger_stop()) return;
+  for (int i = 0; i < 10000 && threads_now() > 1; i++) sched_yield();
+}
+
+int unshare(int flags) __attribute__((visibility("default")));
+int unshare(int flags) {
+  purger_out_of_the_way();
+  return (int)syscall(SYS_unshare, flags);
+}
+int setns(int fd, int nstype) __attribute__((visibility("default")));
+int setns(int fd, int nstype) {
+  purger_out_of_the_way();
+  return (int)syscall(SYS_setns, fd, nstype);
+}
+#endif
 
 /* The comparison variants run every operation under their own locks, and
  * pthread_create allocates: they have no purger. */
