@@ -11,9 +11,21 @@
 #include <string.h>
 
 static int (*real_open)(const char *, int, ...);
-/* The mode argument exists only with O_CREAT or O_TMPFILE. */
-#define HAS_MODE(flags) (((flags)&O_CREAT) || ((flags)&O_TMPFILE) == O_TMPFILE)
 static int (*real_openat)(int, const char *, int, ...);
+
+/* The mode argument, which exists only with O_CREAT or O_TMPFILE; `last` is the argument
+ * before it. */
+#define MODE_ARG(flags, last)                                                                      \
+  __extension__({                                                                                  \
+    int mode_ = 0;                                                                                 \
+    if (((flags)&O_CREAT) || ((flags)&O_TMPFILE) == O_TMPFILE) {                                   \
+      va_list ap_;                                                                                 \
+      va_start(ap_, last);                                                                         \
+      mode_ = va_arg(ap_, int);                                                                    \
+      va_end(ap_);                                                                                 \
+    }                                                                                              \
+    mode_;                                                                                         \
+  })
 
 /* Allocates, as dlsym's error buffer would, then finds the real function. The buffer is
  * kept where the compiler cannot see it unused, so the calloc stays. */
@@ -28,36 +40,18 @@ static void *lookup(const char *name) {
 }
 
 int open(const char *path, int flags, ...) {
-  int mode = 0;
-  if (HAS_MODE(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, int);
-    va_end(ap);
-  }
+  int mode = MODE_ARG(flags, flags);
   if (!real_open) real_open = (int (*)(const char *, int, ...))lookup("open");
   return real_open(path, flags, mode);
 }
 
 int open64(const char *path, int flags, ...) {
-  int mode = 0;
-  if (HAS_MODE(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, int);
-    va_end(ap);
-  }
+  int mode = MODE_ARG(flags, flags);
   return open(path, flags, mode);
 }
 
 int openat(int dir, const char *path, int flags, ...) {
-  int mode = 0;
-  if (HAS_MODE(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, int);
-    va_end(ap);
-  }
+  int mode = MODE_ARG(flags, flags);
   if (!real_openat) real_openat = (int (*)(int, const char *, int, ...))lookup("openat");
   return real_openat(dir, path, flags, mode);
 }
