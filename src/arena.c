@@ -25,14 +25,28 @@ static bool (*trackers[MAX_TRACKERS])(size_t slots);
 static unsigned ntrackers;
 static size_t commit_end; /* slots whose tables are usable (os_commit_grow) */
 
+/* The system calls themselves, not the C library's wrappers, for what
+ * start-up does under its lock: a preloaded library that wraps mmap or
+ * madvise and allocates in the wrapper (one that finds the real function
+ * with dlsym) would wait for that lock (os_read_file, below, for files). */
+static void *sys_map(void *want, size_t n, int prot, int flags) {
+  long p = syscall(SYS_mmap, want, n, prot, flags, -1, 0L);
+  return p == -1 ? MAP_FAILED : (void *)p;
+}
+static bool sys_advise(void *p, size_t n, int advice) {
+  return syscall(SYS_madvise, p, n, advice) == 0;
+}
+static bool sys_protect(void *p, size_t n, int prot) {
+  return syscall(SYS_mprotect, p, n, prot) == 0;
+}
+
 void *os_map(size_t n) {
-  void *p =
-      mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = sys_map(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
   return p == MAP_FAILED ? NULL : p;
 }
 
 void os_unmap(void *p, size_t n) {
-  munmap(p, n);
+  (void)syscall(SYS_munmap, p, n);
   os_reserved_cut(p, n);
 }
 
@@ -59,10 +73,9 @@ static int reserve_prot(void) {
  * by os_commit_grow and the arena's by arena_cover, so a core still holds
  * the heap and rill's records of it. */
 static void *reserve_at(void *want, size_t n, int flags) {
-  void *p =
-      mmap(want, n, reserve_prot(), MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
+  void *p = sys_map(want, n, reserve_prot(), MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags);
   if (p == MAP_FAILED) return NULL;
-  madvise(p, n, MADV_DONTDUMP);
+  sys_advise(p, n, MADV_DONTDUMP);
   os_reserved_add(p, n); /* mlockall locks it on fault (mlock.c) */
   return p;
 }
@@ -78,9 +91,9 @@ bool os_commit_grow(void *tab, size_t from, size_t to) {
   uintptr_t pg = rill_arena.page, t = (uintptr_t)tab;
   uintptr_t a = (from ? t + from + pg - 1 : t) & ~(pg - 1), b = (t + to + pg - 1) & ~(pg - 1);
   if (b <= a) return true;
-  if (rill_opt.commit_demand && mprotect((void *)a, b - a, PROT_READ | PROT_WRITE) != 0)
+  if (rill_opt.commit_demand && !sys_protect((void *)a, b - a, PROT_READ | PROT_WRITE))
     return false;
-  madvise((void *)a, b - a, MADV_DODUMP);
+  sys_advise((void *)a, b - a, MADV_DODUMP);
   return true;
 }
 
@@ -89,16 +102,16 @@ bool os_commit_grow(void *tab, size_t from, size_t to) {
  * which then keep their contents, so the caller must not count the range
  * purged or zero (a calloc served from it returned the old bytes). */
 bool os_purge(void *p, size_t n) {
-  return madvise(p, n, MADV_DONTNEED) == 0;
+  return sys_advise(p, n, MADV_DONTNEED);
 }
 
 /* Timed purging may use MADV_FREE: cheaper, but pages leave RSS only under
  * memory pressure, and their contents are no longer known to be zero. */
 bool os_purge_lazy(void *p, size_t n) {
 #ifdef MADV_FREE
-  if (rill_opt.purge_free && madvise(p, n, MADV_FREE) == 0) return true;
+  if (rill_opt.purge_free && sys_advise(p, n, MADV_FREE)) return true;
 #endif
-  return madvise(p, n, MADV_DONTNEED) == 0;
+  return sys_advise(p, n, MADV_DONTNEED);
 }
 
 /* Reads the start of a file (/proc, /sys) into buf, NUL-terminated: the
@@ -260,10 +273,10 @@ bool arena_init(size_t size) {
    * RILL_HUGEPAGES=1 (Streamflow §3.2 superpages) only the arena beyond
    * its first HUGE_START bytes asks for them, so small programs, which
    * never reach it, do not balloon. */
-  madvise((void *)base, size, MADV_NOHUGEPAGE);
-  if (rill_opt.hugepages) madvise((void *)(base + HUGE_START), size - HUGE_START, MADV_HUGEPAGE);
-  madvise(meta, meta_bytes, MADV_NOHUGEPAGE);
-  madvise(heads, heads_bytes, MADV_NOHUGEPAGE);
+  sys_advise((void *)base, size, MADV_NOHUGEPAGE);
+  if (rill_opt.hugepages) sys_advise((void *)(base + HUGE_START), size - HUGE_START, MADV_HUGEPAGE);
+  sys_advise(meta, meta_bytes, MADV_NOHUGEPAGE);
+  sys_advise(heads, heads_bytes, MADV_NOHUGEPAGE);
   rill_arena.base = base;
   rill_arena.size = size;
   rill_arena.meta = meta;
@@ -371,7 +384,7 @@ static bool arena_cover(size_t end) {
       uintptr_t b = (rill_arena.base + (to << SLOT_SHIFT) + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
       uintptr_t top = rill_arena.base + rill_arena.size;
       if (a < rill_arena.base) a = rill_arena.base;
-      madvise((void *)a, (b < top ? b : top) - a, MADV_DODUMP);
+      sys_advise((void *)a, (b < top ? b : top) - a, MADV_DODUMP);
       for (size_t i = from; i < to; i++)
         __atomic_store_n(&rill_arena.heads[i], span_of_index(0), __ATOMIC_RELAXED);
       __atomic_store_n(&rill_arena.bound, to << SLOT_SHIFT, __ATOMIC_RELEASE);
@@ -401,10 +414,10 @@ bool arena_decommit(size_t first, size_t n) {
   if (rill_opt.hugepages && (first + n) << SLOT_SHIFT > HUGE_START) return false;
   uintptr_t p = rill_arena.base + (first << SLOT_SHIFT);
   size_t len = n << SLOT_SHIFT;
-  if (mmap((void *)p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
-           0) == MAP_FAILED)
+  if (sys_map((void *)p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE) ==
+      MAP_FAILED)
     return false;
-  madvise((void *)p, len, MADV_NOHUGEPAGE);
+  sys_advise((void *)p, len, MADV_NOHUGEPAGE);
   return true;
 }
 

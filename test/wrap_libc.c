@@ -1,17 +1,21 @@
-/* wrap_open.c - a preloaded library that wraps open and openat and allocates in the wrapper,
- * as tracing and sandboxing libraries do when they look the real function up with dlsym
- * (which allocates). Preloaded ahead of librill (test/CMakeLists.txt, preload_open_wrapper):
- * rill reads /proc at start-up under its start-up lock, and through the C library's open that
- * reached this wrapper, whose calloc then waited for that lock forever. */
+/* wrap_libc.c - a preloaded library that wraps open, openat and mmap and allocates in the
+ * wrapper, as tracing, sandboxing and profiling libraries do when they look the real function
+ * up with dlsym (which allocates). Preloaded ahead of librill (test/CMakeLists.txt,
+ * preload_libc_wrapper): rill reads /proc and reserves its arena at start-up under its
+ * start-up lock, and through the C library's functions that reached these wrappers, whose
+ * calloc then waited for that lock forever. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
 
 static int (*real_open)(const char *, int, ...);
 static int (*real_openat)(int, const char *, int, ...);
+static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
 
 /* The mode argument, which exists only with O_CREAT or O_TMPFILE; `last` is the argument
  * before it. */
@@ -54,4 +58,13 @@ int openat(int dir, const char *path, int flags, ...) {
   int mode = MODE_ARG(flags, flags);
   if (!real_openat) real_openat = (int (*)(int, const char *, int, ...))lookup("openat");
   return real_openat(dir, path, flags, mode);
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  if (!real_mmap) real_mmap = (void *(*)(void *, size_t, int, int, int, off_t))lookup("mmap");
+  return real_mmap(addr, len, prot, flags, fd, off);
+}
+
+void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return mmap(addr, len, prot, flags, fd, off);
 }
