@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -105,12 +106,7 @@ static unsigned threads_now(void) {
   char buf[4096];
   if (os_read_file("/proc/self/status", buf, sizeof buf) <= 0) return 0;
   const char *at = strstr(buf, "\nThreads:");
-  if (!at) return 0;
-  at += 9;
-  while (*at == ' ' || *at == '\t') at++;
-  unsigned n = 0;
-  for (; *at >= '0' && *at <= '9'; at++) n = n * 10 + (unsigned)(*at - '0');
-  return n;
+  return at ? (unsigned)strtoul(at + strlen("\nThreads:"), NULL, 10) : 0;
 }
 
 /* unshare(CLONE_NEWUSER), and setns into a user or mount namespace, need a

@@ -79,7 +79,7 @@ static size_t exact_slots(size_t sz) {
     size_t tail = (k * SLOT_SIZE) % sz;
     if (!best || tail * best < best_tail * k) best = k, best_tail = tail;
   }
-  return best;
+  return best ? best : run_slots(4 * SLOT_SIZE); /* pages of more than 8 slots */
 }
 
 /* Classes up to 64 B take spans of at least this many bytes. A thread that
