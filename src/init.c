@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <stdlib.h>
@@ -70,10 +71,18 @@ void rill_invalid(const char *fn, const void *p) {
 }
 
 /* ---- options ------------------------------------------------------------ */
+/* A program run setuid, setgid or with file capabilities (AT_SECURE) takes
+ * no options from an environment that whoever started it chose, and prints
+ * no warnings about them: glibc ignores its malloc tunables there too. */
+static bool opt_secure;
+static const char *opt_env(const char *name) {
+  return opt_secure ? NULL : getenv(name);
+}
+
 /* Reads a boolean RILL_* variable; anything else than the accepted spellings
  * draws one warning line naming them, and the default stands. */
 static bool opt_bool(const char *name, bool dflt) {
-  const char *v = getenv(name);
+  const char *v = opt_env(name);
   if (!v) return dflt;
   static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
   for (unsigned i = 0; i < 4; i++) {
@@ -97,7 +106,7 @@ static void msg_join(char *msg, size_t cap, const char *const *parts, unsigned n
 
 /* Reads a whole number within [lo, hi]; otherwise warns and keeps dflt. */
 static uint32_t opt_uint(const char *name, uint32_t dflt, uint32_t lo, uint32_t hi) {
-  const char *v = getenv(name);
+  const char *v = opt_env(name);
   if (!v) return dflt;
   uint64_t n = 0;
   const char *s = v;
@@ -121,7 +130,7 @@ static uint32_t opt_uint(const char *name, uint32_t dflt, uint32_t lo, uint32_t 
 
 /* Reads one of a list of words; otherwise warns and keeps choice 0. */
 static unsigned opt_word(const char *name, const char *const *words, unsigned n, const char *msg) {
-  const char *v = getenv(name);
+  const char *v = opt_env(name);
   if (!v) return 0;
   for (unsigned i = 0; i < n; i++)
     if (!strcasecmp(v, words[i])) return i;
@@ -296,7 +305,8 @@ bool rill_init(void) {
   spin_lock(&init_lock);
   bool ok = atomic_load_explicit(&rill_ready, RLX), report = false;
   if (!ok && !failed) {
-    opt_misspelt();
+    opt_secure = getauxval(AT_SECURE) != 0;
+    if (!opt_secure) opt_misspelt();
     rill_opt.show_stats = opt_bool("RILL_SHOW_STATS", false);
     rill_opt.hugepages = opt_bool("RILL_HUGEPAGES", false);
     /* "auto", then pairs of off and on words: odd indices are off */
