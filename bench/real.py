@@ -20,6 +20,7 @@ import json
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -43,6 +44,9 @@ class Workload:
     env: dict = field(default_factory=dict)
     rate: Optional[str] = None  # regex whose group 1 is the rate, from stdout; else time
     unit: str = "s"
+    # run once, unmeasured, before the runs (on the C library's malloc); given the build
+    # directory, it returns the command or None when there is nothing to do
+    setup: Optional[Callable[[Path], Optional[list[str]]]] = None
 
 
 def cache_bench(name: str, what: str, threads: int, ops: int, value: int) -> Workload:
@@ -79,11 +83,29 @@ WORKLOADS = [
     Workload("lua", "Lua 5.4: tables and strings built and collected "
              "(bench/real/tables.lua)", "lua5.4", "lua5.4",
              lambda d: ["lua5.4", str(REAL_DIR / "tables.lua")]),
+    Workload("java", "OpenJDK 17, 8 pool threads: zlib streams (Deflater, Inflater) and "
+             "direct ByteBuffers, native memory the JVM takes with malloc; 256 MiB Java heap "
+             "at most (bench/real/Native.java, compiled once beforehand)", "java",
+             "openjdk-17-jdk-headless",
+             lambda d: ["java", "-Xmx256m", "-cp", str(JAVA_CLASSES), "Native", "8", "1500"],
+             setup=lambda b: java_compile()),
     Workload("python", "python3 with PYTHONMALLOC=malloc: dicts and lists to JSON and "
              "back, sorted (bench/real/objects.py)", "python3", "python3",
              lambda d: ["python3", str(REAL_DIR / "objects.py")],
              env={"PYTHONMALLOC": "malloc"}),
 ]
+
+
+JAVA_CLASSES = suite.REPO_DIR / "build" / "bench" / "java"
+
+
+def java_compile() -> Optional[list[str]]:
+    """javac for the java workload, unless its class is newer than the source."""
+    src, cls = REAL_DIR / "Native.java", JAVA_CLASSES / "Native.class"
+    if cls.exists() and cls.stat().st_mtime >= src.stat().st_mtime:
+        return None
+    JAVA_CLASSES.mkdir(parents=True, exist_ok=True)
+    return ["javac", "-d", str(JAVA_CLASSES), str(src)]
 
 
 def libc_path() -> Optional[Path]:
@@ -161,6 +183,13 @@ def main(argv=None) -> int:
             skipped.append(f"{w.name}: {w.program} not found (apt-get install {w.package})")
             print(f"note: {skipped[-1]}")
             continue
+        cmd = w.setup(a.build_dir) if w.setup else None
+        if cmd is not None:
+            if shutil.which(cmd[0]) is None or subprocess.run(cmd).returncode != 0:
+                skipped.append(f"{w.name}: `{' '.join(cmd)}` failed "
+                               f"(apt-get install {w.package})")
+                print(f"note: {skipped[-1]}")
+                continue
         for rep in range(a.reps):
             for al in allocs:  # interleaved, so drift in the machine hits all alike
                 run_al = suite.Allocator(al.name, al.kind, lib=al.lib, env={**al.env, **w.env})

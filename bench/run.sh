@@ -6,7 +6,7 @@
 #   bench/run.sh --soak SECONDS     only the soak benchmark, SECONDS per allocator, 4 threads
 #   bench/run.sh --hugepages        sizes and locality, huge-page options off and on
 #   bench/run.sh --syscalls         bench_churn under strace: mmap/munmap/madvise counts
-#   bench/run.sh --real [--reps N]  real programs (RocksDB, redis, sqlite3, Lua, python3;
+#   bench/run.sh --real [--reps N]  real programs (RocksDB, redis, sqlite3, Lua, python3, Java;
 #                                   bench/real.py), installed with apt-get when root
 #
 # Environment: RILL_BUILD_DIR (default: build), RILL_BUILD_JOBS (default: 2).
@@ -69,6 +69,7 @@ if [ "$real" = 1 ]; then # the real programs' packages (bench/real.py)
   command -v redis-benchmark >/dev/null || need+=(redis-tools)
   command -v sqlite3 >/dev/null || need+=(sqlite3)
   command -v lua5.4 >/dev/null || need+=(lua5.4)
+  command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
 fi
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
