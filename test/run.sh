@@ -96,6 +96,7 @@ need clang-format clang-format
 need awk gawk
 need pkg-config pkg-config
 need sort coreutils
+need javac openjdk-17-jdk-headless # test/real/java.sh (a JVM under rill)
 # clang's sanitizer and libFuzzer runtimes live in a versioned package.
 CLANG_RT=""
 if command -v clang >/dev/null; then
