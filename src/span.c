@@ -353,7 +353,9 @@ void span_free_remote(span_t *sp, block_t *b, uint32_t key) {
   uint32_t cap = 0, mark = 0;
   for (;;) {
     st = XF_STATE(old);
-    if (unlikely(st == ST_FREE)) rill_invalid("free", b); /* double free */
+    /* double frees: into an empty span, or of the block last pushed (the
+     * remote path's counterpart of free_fast's list-head test) */
+    if (unlikely(st == ST_FREE || XF_HEAD(old) == key + 1)) rill_invalid("free", b);
     /* read while b is out (the span cannot be emptied and formatted again),
      * and only for the states that weigh them: `cap` sits on the owner's
      * line, which the owner of an attached span writes at every malloc, so
