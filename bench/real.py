@@ -44,9 +44,9 @@ class Workload:
     env: dict = field(default_factory=dict)
     rate: Optional[str] = None  # regex whose group 1 is the rate, from stdout; else time
     unit: str = "s"
-    # run once, unmeasured, before the runs (on the C library's malloc); given the build
-    # directory, it returns the command or None when there is nothing to do
-    setup: Optional[Callable[[Path], Optional[list[str]]]] = None
+    # run once, unmeasured, before the runs (on the C library's malloc): the command, or
+    # None when there is nothing to do
+    setup: Optional[Callable[[], Optional[list[str]]]] = None
 
 
 def cache_bench(name: str, what: str, threads: int, ops: int, value: int) -> Workload:
@@ -88,7 +88,7 @@ WORKLOADS = [
              "at most (bench/real/Native.java, compiled once beforehand)", "java",
              "openjdk-17-jdk-headless",
              lambda d: ["java", "-Xmx256m", "-cp", str(JAVA_CLASSES), "Native", "8", "1500"],
-             setup=lambda b: java_compile()),
+             setup=lambda: java_compile()),
     Workload("python", "python3 with PYTHONMALLOC=malloc: dicts and lists to JSON and "
              "back, sorted (bench/real/objects.py)", "python3", "python3",
              lambda d: ["python3", str(REAL_DIR / "objects.py")],
@@ -96,7 +96,7 @@ WORKLOADS = [
 ]
 
 
-JAVA_CLASSES = suite.REPO_DIR / "build" / "bench" / "java"
+JAVA_CLASSES = suite.REPO_DIR / "build" / "bench" / "java"  # under --build-dir (main)
 
 
 def java_compile() -> Optional[list[str]]:
@@ -139,7 +139,9 @@ def fmt(v: Optional[float], unit: str) -> str:
 
 
 def main(argv=None) -> int:
+    global JAVA_CLASSES
     a = parse_args(argv if argv is not None else sys.argv[1:])
+    JAVA_CLASSES = a.build_dir / "bench" / "java"
     if a.list:
         for w in WORKLOADS:
             print(f"{w.name:14} {w.what}")
@@ -183,7 +185,7 @@ def main(argv=None) -> int:
             skipped.append(f"{w.name}: {w.program} not found (apt-get install {w.package})")
             print(f"note: {skipped[-1]}")
             continue
-        cmd = w.setup(a.build_dir) if w.setup else None
+        cmd = w.setup() if w.setup else None
         if cmd is not None:
             if shutil.which(cmd[0]) is None or subprocess.run(cmd).returncode != 0:
                 skipped.append(f"{w.name}: `{' '.join(cmd)}` failed "
