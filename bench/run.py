@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gzip
 import json
 import math
 import os
@@ -1271,6 +1272,7 @@ def make_charts(outdir: Path, h: Harness, specs, allocs, thread_counts) -> tuple
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker  # noqa: F401 (rss_scale)
     except ImportError:
         return [], ("matplotlib is not installed (bench/run.sh installs it into bench/.venv); "
                     "no charts.")
@@ -1303,12 +1305,42 @@ def make_charts(outdir: Path, h: Harness, specs, allocs, thread_counts) -> tuple
         return dict(color=COLORS.get(name), marker="o", linewidth=2.5 if name == "rill" else 1.5,
                     label=name)
 
+    def rss_scale(ax, values):
+        """Peak RSS on a log axis once the allocators spread over more than 4x, so
+        that one allocator's 300 MiB does not flatten the others' 20-30 into one
+        line: equal ratios are then equal distances, which is what the 1.1x
+        target compares. Ticks printed as plain MiB, more of them per decade the
+        fewer decades the axis spans."""
+        vals = [v for v in values if v and v > 0]
+        if not vals or max(vals) / min(vals) <= 4:
+            ax.set_ylim(bottom=0)
+            return
+        ax.set_yscale("log")
+        decades = math.log10(max(vals) / min(vals))
+        subs = ((1, 1.5, 2, 3, 4, 5, 6, 8) if decades < 1.3 else
+                (1, 2, 3, 5) if decades < 2.5 else (1, 2, 5))
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=subs))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+    def shared_legend(fig, axes_):
+        """One legend under the panels, taken from the panel with the most
+        allocators, so it covers no line (it used to sit inside a panel)."""
+        handles, labels = max((ax.get_legend_handles_labels() for ax in axes_),
+                              key=lambda hl: len(hl[1]))
+        if labels:
+            fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9,
+                       frameon=False)
+        return bool(labels)
+
     def draw_threads(ax_s, ax_m, spec):
         keys = column_keys(spec, thread_counts)
         for name, pts in speedups(spec, keys).items():
             ax_s.plot([k for k, _ in pts], [v for _, v in pts], **style(ax_s, name))
-        for name, pts in series(spec, keys, "rss_kib").items():
+        rss = series(spec, keys, "rss_kib")
+        for name, pts in rss.items():
             ax_m.plot([k for k, _ in pts], [v / 1024 for _, v in pts], **style(ax_m, name))
+        rss_scale(ax_m, [v / 1024 for pts in rss.values() for _, v in pts])
         for ax in (ax_s, ax_m):
             ax.set_xscale("log", base=2)
             ax.set_xticks(keys)
@@ -1325,9 +1357,11 @@ def make_charts(outdir: Path, h: Harness, specs, allocs, thread_counts) -> tuple
         xs = list(range(len(keys)))
         for name, pts in series(spec, keys, "value").items():
             ax_v.plot([keys.index(k) for k, _ in pts], [v for _, v in pts], **style(ax_v, name))
-        for name, pts in series(spec, keys, "rss_kib").items():
+        rss = series(spec, keys, "rss_kib")
+        for name, pts in rss.items():
             ax_m.plot([keys.index(k) for k, _ in pts], [v / 1024 for _, v in pts],
                       **style(ax_m, name))
+        rss_scale(ax_m, [v / 1024 for pts in rss.values() for _, v in pts])
         med = medians(h.records, spec, allocs, keys)
         first = next((c for c in med.values() if "value" in c), {"metric": "value"})
         for ax in (ax_v, ax_m):
@@ -1350,10 +1384,9 @@ def make_charts(outdir: Path, h: Harness, specs, allocs, thread_counts) -> tuple
             continue
         if spec.kind == "threads" and len(keys) < 2:
             continue
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.6))
         (draw_sweep if spec.kind == "sweep" else draw_threads)(ax1, ax2, spec)
-        ax1.legend(fontsize=8)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.07, 1, 1) if shared_legend(fig, (ax1, ax2)) else None)
         fname = f"{spec.name}.png"
         fig.savefig(outdir / fname, dpi=110)
         plt.close(fig)
@@ -1374,6 +1407,8 @@ def make_charts(outdir: Path, h: Harness, specs, allocs, thread_counts) -> tuple
                     for k, pts in series(spec, keys, "rss_kib").items()}
                 for name, pts in data.items():
                     ax.plot([k for k, _ in pts], [v for _, v in pts], **style(ax, name))
+                if what == "rss":
+                    rss_scale(ax, [v for pts in data.values() for _, v in pts])
                 ax.set_xscale("log", base=2)
                 ax.set_xticks(keys)
                 ax.set_xticklabels([str(k) for k in keys])
@@ -1383,11 +1418,7 @@ def make_charts(outdir: Path, h: Harness, specs, allocs, thread_counts) -> tuple
                     ax.set_ylabel("speedup" if what == "speedup" else "peak RSS (MiB)")
             for j in range(n, rows_ * cols):
                 axes[j // cols][j % cols].axis("off")
-            # the legend of the panel with the most allocators (a panel may have none)
-            handles, labels = max((axes[i // cols][i % cols].get_legend_handles_labels()
-                                   for i in range(n)), key=lambda hl: len(hl[1]))
-            if labels:
-                fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
+            shared_legend(fig, [axes[i // cols][i % cols] for i in range(n)])
             fig.tight_layout(rect=(0, 0.05, 1, 1))
             fig.savefig(outdir / fname, dpi=100)
             plt.close(fig)
@@ -1433,8 +1464,10 @@ def soak_chart(plt, outdir: Path, h: Harness, allocs) -> Optional[str]:
     ax.set_ylim(bottom=0)
     ax.set_title(f"soak, {t} thread(s): RSS over time (drift windows dotted)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fname = "soak_rss.png"
     fig.savefig(outdir / fname, dpi=110)
     plt.close(fig)
@@ -1489,6 +1522,7 @@ def parse_args(argv):
     p.add_argument("--list", action="store_true", help="list benchmarks and allocators, then exit")
     p.add_argument("--report", type=Path, metavar="DIR",
                    help="run nothing: rewrite DIR/summary.md and the charts from DIR/results.json "
+                   "(or results.json.gz) "
                    "(give --full for a full run's results)")
     a = p.parse_args(argv)
     full = a.mode == "full"
@@ -1523,7 +1557,11 @@ def report_again(a, h: Harness, found: dict) -> int:
     machine.json, with this version of the report code."""
     d = a.report
     try:
-        h.records = json.loads((d / "results.json").read_text())
+        # docs/benchmarks keeps the documented run's records gzipped
+        raw = d / "results.json"
+        h.records = json.loads(raw.read_text() if raw.exists() or not
+                               (d / "results.json.gz").exists() else
+                               gzip.decompress((d / "results.json.gz").read_bytes()))
         info = json.loads((d / "machine.json").read_text())
     except (OSError, ValueError) as e:
         print(f"error: --report {d}: {e}", file=sys.stderr)
