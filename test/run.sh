@@ -4,7 +4,7 @@
 # Ends with "N passed, N failed" over everything it ran; exits non-zero on any failure.
 #
 # usage: bash test/run.sh [--long]
-#   --long   long variants: more iterations, threads, forks and fuzzing runs
+#   --long   long variants: more iterations, threads, forks and fuzzing runs, a 15-minute hunt
 # environment: RILL_JOBS (parallel build jobs, default: number of CPUs),
 #              RILL_BUILD_ROOT (build directories, default: build/test-suite in the repo)
 set -u
@@ -196,8 +196,10 @@ say "ThreadSanitizer"
 SRCS=("$ROOT"/src/*.c)
 if [ $LONG = 1 ]; then
   TS_OPS=1000000 TS_ITEMS=200000 TS_CHURN=10000 TS_FORKS=16 TS_THREADS=1,2,4,8,16,32
+  HUNT_S=900
 else
   TS_OPS=150000 TS_ITEMS=40000 TS_CHURN=2000 TS_FORKS=4 TS_THREADS=1,4,16
+  HUNT_S=30
 fi
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 die_after_fork=0 history_size=4"
 TSAN_BUILT=()
@@ -368,6 +370,10 @@ if step "RILL_DEBUG build (test_lend)" "$LOGS/debug-build-lend.log" \
   step "RILL_DEBUG lend race" "$LOGS/debug-lend.log" \
     env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=8 "$DBG/lend_debug" --race
 fi
+# the same driver again and again with a random mode, seed and mix of RILL_* options
+# (test/hunt.sh, also a tool of its own for hours-long hunts)
+step "RILL_DEBUG hunt: random options for $HUNT_S s" "$LOGS/debug-hunt.log" \
+  bash "$ROOT/test/hunt.sh" "$HUNT_S" "$DBG/hunt"
 
 # ---- libFuzzer ----------------------------------------------------------------------------
 
