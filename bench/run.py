@@ -1558,10 +1558,11 @@ def report_again(a, h: Harness, found: dict) -> int:
     d = a.report
     try:
         # docs/benchmarks keeps the documented run's records gzipped
-        raw = d / "results.json"
-        h.records = json.loads(raw.read_text() if raw.exists() or not
-                               (d / "results.json.gz").exists() else
-                               gzip.decompress((d / "results.json.gz").read_bytes()))
+        raw, gz = d / "results.json", d / "results.json.gz"
+        if not raw.exists() and gz.exists():
+            h.records = json.loads(gzip.decompress(gz.read_bytes()))
+        else:
+            h.records = json.loads(raw.read_text())
         info = json.loads((d / "machine.json").read_text())
     except (OSError, ValueError) as e:
         print(f"error: --report {d}: {e}", file=sys.stderr)

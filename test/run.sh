@@ -373,7 +373,7 @@ fi
 # the same driver again and again with a random mode, seed and mix of RILL_* options
 # (test/hunt.sh, also a tool of its own for hours-long hunts)
 step "RILL_DEBUG hunt: random options for $HUNT_S s" "$LOGS/debug-hunt.log" \
-  bash "$ROOT/test/hunt.sh" "$HUNT_S" "$DBG/hunt"
+  bash "$ROOT/test/hunt.sh" "$HUNT_S" "$DBG"
 
 # ---- libFuzzer ----------------------------------------------------------------------------
 
