@@ -20,18 +20,17 @@ case "$SECONDS_LEFT" in '' | *[!0-9]*)
   exit 2 ;;
 esac
 
-SRCS=("$ROOT"/src/*.c)
+# shellcheck source=test/debug_cc.sh
+. "$ROOT/test/debug_cc.sh"
 build() { # name, extra flags... (kept if DIR already holds it, newer than every source:
   # test/run.sh passes the directory where it has just built the same two drivers)
   local out="$DIR/$1"
   shift
   if [ -x "$out" ] && [ -z "$(find "$ROOT/src" "$ROOT/include" "$ROOT/test/stress.c" \
-    "$ROOT/test/rill_test.h" -newer "$out" -print -quit)" ]; then
+    "$ROOT/test/rill_test.h" "$ROOT/test/debug_cc.sh" -newer "$out" -print -quit)" ]; then
     return 0
   fi
-  gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-use-after-free -DRILL_DEBUG=1 \
-    -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API "$@" -I"$ROOT/include" -I"$ROOT/test" \
-    "${SRCS[@]}" "$ROOT/test/stress.c" -o "$out" -lpthread
+  debug_cc "$ROOT" "$out" "$ROOT/test/stress.c" "$@"
 }
 # the plain debug build, and one with the race windows (a yield at each point where another
 # thread's step matters; docs/testing.md, "Two races the windows found")

@@ -328,12 +328,12 @@ fi
 # at once with the span's recent state changes (src/debug.h). Optimised, so that races keep
 # their timing.
 say "RILL_DEBUG stress"
+# shellcheck source=test/debug_cc.sh
+. "$ROOT/test/debug_cc.sh"
 DBG="$B/debug"
 mkdir -p "$DBG"
 if step "RILL_DEBUG build" "$LOGS/debug-build.log" \
-  gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-use-after-free -DRILL_DEBUG=1 \
-  -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -I"$ROOT/include" -I"$ROOT/test" \
-  "${SRCS[@]}" "$ROOT/test/stress.c" -o "$DBG/stress_debug" -lpthread; then
+  debug_cc "$ROOT" "$DBG/stress_debug" "$ROOT/test/stress.c"; then
   step "RILL_DEBUG stress: random, prodcons, churn, tls, fork" "$LOGS/debug-stress.log" \
     "$DBG/stress_debug" --mode random,prodcons,churn,tls,fork --threads 1,4,16 --ops $TS_OPS \
     --items $TS_ITEMS --churn $TS_CHURN --forks $TS_FORKS
@@ -343,9 +343,7 @@ fi
 # with race windows and the purger at 5 ms: the build that found two ways to pool a span with
 # a block out (docs/testing.md, "Two races the windows found")
 if step "RILL_DEBUG build (race windows)" "$LOGS/debug-build-windows.log" \
-  gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-use-after-free -DRILL_DEBUG=1 \
-  -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -DRILL_RACE_WINDOWS -I"$ROOT/include" \
-  -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" -o "$DBG/stress_debug_windows" -lpthread; then
+  debug_cc "$ROOT" "$DBG/stress_debug_windows" "$ROOT/test/stress.c" -DRILL_RACE_WINDOWS; then
   for k in 1 2 3; do
     step "RILL_DEBUG stress, race windows, purger ($k of 3)" "$LOGS/debug-windows-$k.log" \
       env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=5 "$DBG/stress_debug_windows" \
@@ -356,17 +354,13 @@ fi
 # young blocks from the third live thread on (src/heap.c): the shadow bytes and span checks
 # over the shared heaps' spans
 if step "RILL_DEBUG build (young blocks)" "$LOGS/debug-build-young.log" \
-  gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-use-after-free -DRILL_DEBUG=1 \
-  -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -DYOUNG_THREADS=2 -I"$ROOT/include" \
-  -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" -o "$DBG/stress_debug_young" -lpthread; then
+  debug_cc "$ROOT" "$DBG/stress_debug_young" "$ROOT/test/stress.c" -DYOUNG_THREADS=2; then
   step "RILL_DEBUG stress, young blocks" "$LOGS/debug-stress-young.log" \
     "$DBG/stress_debug_young" --mode random,prodcons,churn,fork --threads 4,16 \
     --ops $TS_OPS --items $TS_ITEMS --churn $TS_CHURN --churn-par 16 --forks $TS_FORKS
 fi
 if step "RILL_DEBUG build (test_lend)" "$LOGS/debug-build-lend.log" \
-  gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-use-after-free -DRILL_DEBUG=1 \
-  -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -I"$ROOT/include" -I"$ROOT/test" \
-  "${SRCS[@]}" "$ROOT/test/test_lend.c" -o "$DBG/lend_debug" -lpthread; then
+  debug_cc "$ROOT" "$DBG/lend_debug" "$ROOT/test/test_lend.c"; then
   step "RILL_DEBUG lend race" "$LOGS/debug-lend.log" \
     env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=8 "$DBG/lend_debug" --race
 fi
