@@ -958,7 +958,15 @@ static void *heap_alloc_any(heap_t *h, size_t n, size_t align, bool *zeroed) {
   unsigned c = class_for(n, align);
   if (c == CLS_LARGE) return large_alloc(h, n, align, zeroed);
   *zeroed = false;
-  return heap_alloc_class(h, c);
+  void *p = heap_alloc_class(h, c);
+  /* The arena is full (a small one, under ulimit -v): a block of a page or
+   * more takes a mapping of its own, as large blocks do (large_place), where
+   * it failed before; smaller ones would waste most of a page each. */
+  if (unlikely(!p) && n >= rill_arena.page) {
+    *zeroed = true;
+    return huge_alloc(n, align);
+  }
+  return p;
 }
 
 /* A thread's first call: global start-up if needed, then a heap record, or

@@ -268,6 +268,11 @@ __attribute__((constructor)) static void rill_load(void) {
   fork_register();
 }
 
+/* The largest power of two below n (n > 1). */
+static size_t pow2_below(size_t n) {
+  return (size_t)1 << (63 - __builtin_clzll(n - 1));
+}
+
 /* The arena and the tables of the layers above it that grow with it: the
  * largest size whose every part the kernel takes. */
 static bool reserve(void) {
@@ -284,8 +289,14 @@ static bool reserve(void) {
   }
   arena_setup(); /* the page size, which RILL_COMMIT's commits round to */
   if (!heap_module_init(limit / 16)) return false;
-  for (size_t size = ARENA_MAX; size >= ARENA_MIN; size >>= 1) {
-    if (size > limit / 2 && size > ARENA_MIN) continue;
+  /* Half the limit in whole largest spans, then the powers of two below it
+   * (1 TiB and down without a limit). Powers of two alone gave a 3 GiB
+   * limit a 1 GiB arena, and a 3.8 GiB one too: a program under ulimit -v
+   * ran out of small blocks at a quarter of its limit, where glibc's went
+   * on to the limit. */
+  size_t size = limit / 2 < ARENA_MAX ? (limit / 2) & ~(LARGE_MAX - 1) : ARENA_MAX;
+  if (size < ARENA_MIN) size = ARENA_MIN;
+  for (; size >= ARENA_MIN; size = pow2_below(size)) {
     if (!arena_init(size)) continue;
     if (pool_init()) {
       if (runs_init()) return true;

@@ -3,6 +3,7 @@
  * own, threads still start, and a limit too small for any arena makes malloc fail with ENOMEM
  * and one message. Each case re-runs this program under setrlimit(RLIMIT_AS), and one under
  * RLIMIT_DATA. */
+#include <malloc.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -37,6 +38,10 @@ static int child_fits(size_t limit) {
   size_t arena = (size_t)st.bytes_reserved;
   CHECK(arena >= 64 * MiB && arena <= limit / 2, "arena of %zu MiB under a %zu MiB limit",
         arena >> 20, limit >> 20);
+  /* half the limit in whole 32 MiB spans, not the power of two below it (a 3 GiB limit took
+   * 1 GiB, a 768 MiB one 256) */
+  CHECK(arena + 32 * MiB > limit / 2, "arena of %zu MiB under a %zu MiB limit: not half of it",
+        arena >> 20, limit >> 20);
   size_t nsmall = arena / 2 / 1024, nlarge = (arena / 2 + 32 * MiB) / MiB;
   unsigned char **small = malloc(nsmall * sizeof *small);
   unsigned char **large = malloc(nlarge * sizeof *large);
@@ -63,6 +68,27 @@ static int child_fits(size_t limit) {
   size_t outside = (size_t)st.huge_bytes;
   CHECK(outside >= 16 * MiB, "large blocks past the %zu MiB arena: %zu MiB mapped outside it",
         arena >> 20, outside >> 20);
+  /* the arena is full: blocks of a page up to 256 KiB, which have classes, take mappings of
+   * their own too (they failed with ENOMEM before): 320 blocks of 64 KiB and 320 of 8 KiB,
+   * 24 MiB in pages */
+  enum { NMID = 640 };
+  unsigned char *mid[NMID];
+  for (size_t i = 0; i < NMID; i++) {
+    size_t n = i % 2 ? 64 * 1024 : 8 * 1024 + 8;
+    mid[i] = malloc(n);
+    CHECK(mid[i] != NULL, "block %zu of %zu B past the %zu MiB arena", i, n, arena >> 20);
+    if (!mid[i]) return 1;
+    memset(mid[i], (int)(i & 0xff), n);
+  }
+  rill_stats_get(&st);
+  CHECK(st.huge_bytes >= outside + 20 * MiB,
+        "blocks of 8-64 KiB past the arena: %zu MiB mapped outside it, %zu before",
+        (size_t)(st.huge_bytes >> 20), outside >> 20);
+  for (size_t i = 0; i < NMID; i++) {
+    CHECK(mid[i][0] == (i & 0xff) && malloc_usable_size(mid[i]) >= (i % 2 ? 65536u : 8200u),
+          "block %zu past the arena", i);
+    free(mid[i]);
+  }
   /* the arena is full: calloc, aligned and grown blocks take mappings of their own too */
   unsigned char *z = calloc(1, 2 * MiB);
   CHECK(z && first_nonzero(z, 2 * MiB) == SIZE_MAX, "calloc(2 MiB) past the arena: not zero");
