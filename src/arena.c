@@ -20,6 +20,10 @@ _Alignas(64) _Atomic size_t rill_arena_top;
 _Atomic size_t rill_grown;
 
 static bool arena_cover(size_t end);
+/* Slots reserved now (arena_grow raises it under a limit). */
+static size_t arena_slots(void) {
+  return __atomic_load_n(&rill_arena.nslots, __ATOMIC_ACQUIRE);
+}
 #define MAX_TRACKERS 4
 static bool (*trackers[MAX_TRACKERS])(size_t slots);
 static unsigned ntrackers;
@@ -203,15 +207,36 @@ uint64_t os_now_ms(void) {
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
+/* Where an arena that may grow (arena_grow) asks to go: somewhere in
+ * [1 TiB, 8 TiB), slot aligned, chosen at random (the kernel's own choice is
+ * random too). The kernel maps new ranges top down from just below the
+ * stack, and a PIE program and its brk heap sit near 85 TiB, so the space
+ * above such an arena stays free for it to grow into; the kernel's choice
+ * sits right below a mapping, with no room above. 0 (no hint) where user
+ * space is smaller (39-bit aarch64 kernels); the kernel ignores a hint it
+ * cannot honour anyway. */
+static uintptr_t arena_hint(void) {
+  if (sizeof(void *) < 8) return 0;
+  uint64_t r = 0;
+  if (syscall(SYS_getrandom, &r, sizeof r, 1 /* GRND_NONBLOCK */) != (long)sizeof r) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r = ((uint64_t)(uintptr_t)&r ^ (uint64_t)ts.tv_nsec) * 0x9E3779B97F4A7C15ull;
+  }
+  const uint64_t lo = (uint64_t)1 << 40, span = (uint64_t)7 << 40;
+  return (uintptr_t)((lo + r % span) & ~(uint64_t)(SLOT_SIZE - 1));
+}
+
 /* Reserves `size` bytes of arena, slot aligned, with the head table's
- * HEADS_GAP below it: one mapping of both, trimmed to what a table of this
- * size needs; or, where the address-space limit (ulimit -v) will not take
- * the gap, the arena alone and then the table placed at its address below
- * it, if nothing is mapped there. 0 if neither works. */
-static uintptr_t arena_reserve(size_t size) {
-  size_t heads_bytes = (size >> SLOT_SHIFT) * sizeof(span_t *);
+ * HEADS_GAP below it: one mapping of both, trimmed to what a table of
+ * `heads_slots` entries needs; or, where the address-space limit (ulimit
+ * -v) will not take the gap, the arena alone and then the table placed at
+ * its address below it, if nothing is mapped there. At `hint` if the
+ * kernel agrees. 0 if neither works. */
+static uintptr_t arena_reserve(size_t size, size_t heads_slots, uintptr_t hint) {
+  size_t heads_bytes = heads_slots * sizeof(span_t *);
   size_t all = HEADS_GAP + size + SLOT_SIZE;
-  char *raw = os_reserve(all);
+  char *raw = reserve_at(hint ? (void *)(hint - HEADS_GAP - SLOT_SIZE) : NULL, all, 0);
   if (raw) {
     uintptr_t base = ((uintptr_t)raw + HEADS_GAP + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
     uintptr_t heads = base - HEADS_GAP, end = (uintptr_t)raw + all;
@@ -220,7 +245,7 @@ static uintptr_t arena_reserve(size_t size) {
     if (end > base + size) os_unmap((void *)(base + size), end - (base + size));
     return base;
   }
-  raw = os_reserve(size + SLOT_SIZE);
+  raw = reserve_at(hint ? (void *)(hint - SLOT_SIZE) : NULL, size + SLOT_SIZE, 0);
   if (!raw) return 0;
   uintptr_t base = ((uintptr_t)raw + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
   if (base > (uintptr_t)raw) os_unmap(raw, base - (uintptr_t)raw);
@@ -257,13 +282,15 @@ void arena_setup(void) {
  * bottom up, so the part in use and its page tables stay dense however
  * sparse the live objects are. rill_init tries 1 TiB and halves until the
  * kernel agrees (39-bit aarch64 kernels, strict overcommit, an address-space
- * limit), down to ARENA_MIN. */
-bool arena_init(size_t size) {
-  size_t nslots = size >> SLOT_SHIFT;
-  size_t meta_bytes = nslots * sizeof(span_t), heads_bytes = nslots * sizeof(span_t *);
+ * limit), down to ARENA_MIN. The tables are reserved for `max` bytes (at
+ * least `size`): the arena may grow to that in place (arena_grow). */
+bool arena_init(size_t size, size_t max) {
+  if (max < size) max = size;
+  size_t nslots = size >> SLOT_SHIFT, maxslots = max >> SLOT_SHIFT;
+  size_t meta_bytes = maxslots * sizeof(span_t), heads_bytes = maxslots * sizeof(span_t *);
   span_t *meta = os_reserve(meta_bytes);
   if (!meta) return false;
-  uintptr_t base = arena_reserve(size);
+  uintptr_t base = arena_reserve(size, maxslots, max > size ? arena_hint() : 0);
   if (!base) {
     os_unmap(meta, meta_bytes);
     return false;
@@ -281,10 +308,11 @@ bool arena_init(size_t size) {
   rill_arena.size = size;
   rill_arena.meta = meta;
   rill_arena.heads = heads;
-  rill_arena.nslots = nslots;
+  __atomic_store_n(&rill_arena.nslots, nslots, __ATOMIC_RELAXED);
+  rill_arena.max_slots = maxslots;
   rill_arena.bound = 0;
 #if RILL_DEBUG
-  rill_dbg = os_reserve(nslots * sizeof(dbg_span_t));
+  rill_dbg = os_reserve(maxslots * sizeof(dbg_span_t));
   if (!rill_dbg) {
     arena_release();
     return false;
@@ -303,7 +331,7 @@ bool arena_init(size_t size) {
 /* Undoes arena_init, before anything was handed out (start-up only: the
  * layers above could not fit their tables beside an arena of this size). */
 void arena_release(void) {
-  size_t n = rill_arena.nslots;
+  size_t n = rill_arena.max_slots;
   os_unmap(rill_arena.meta, n * sizeof(span_t));
   os_unmap(rill_arena.heads, n * sizeof(span_t *));
   os_unmap((void *)rill_arena.base, rill_arena.size);
@@ -311,7 +339,8 @@ void arena_release(void) {
   if (rill_dbg) os_unmap(rill_dbg, n * sizeof(dbg_span_t));
   rill_dbg = NULL;
 #endif
-  rill_arena.base = rill_arena.size = rill_arena.nslots = rill_arena.bound = 0;
+  rill_arena.base = rill_arena.size = rill_arena.nslots = rill_arena.max_slots = 0;
+  rill_arena.bound = 0;
   rill_arena.meta = NULL;
   ntrackers = 0;
   commit_end = 0;
@@ -341,7 +370,7 @@ static bool cover_commit(size_t to) {
   size_t want = from + (from < COMMIT_STEP_MAX ? from : COMMIT_STEP_MAX);
   if (want < to) want = to;
   want = (want + COVER_STEP - 1) & ~(COVER_STEP - 1);
-  if (want > rill_arena.nslots) want = rill_arena.nslots;
+  if (want > arena_slots()) want = arena_slots();
   if (!os_commit_grow(rill_arena.meta, from * sizeof(span_t), want * sizeof(span_t)) ||
       !os_commit_grow(rill_arena.heads, from * sizeof(span_t *), want * sizeof(span_t *)))
     return false;
@@ -375,7 +404,7 @@ static bool arena_cover(size_t end) {
   bool ok = true;
   if (end > from) {
     size_t to = (end + COVER_STEP - 1) & ~(COVER_STEP - 1);
-    if (to > rill_arena.nslots) to = rill_arena.nslots;
+    if (to > arena_slots()) to = arena_slots();
     ok = cover_commit(to);
     if (ok) {
       /* the arena's own pages join core dumps a cover step at a time, in
@@ -432,12 +461,55 @@ void arena_fork_child(void) {
   atomic_store_explicit(&cover_lock, 0, RLX);
 }
 
+/* The arena, full, reserves more address space right above its end, so
+ * that slots up to `end` exist: a quarter more (in whole largest spans), or
+ * just what `end` needs if the kernel refuses that, never past the tables'
+ * max_slots. Only under an address-space limit, where the arena starts at
+ * half the limit (rill_init): it grows until the limit stops it, as other
+ * allocators' heaps do, instead of failing small blocks at half of it. An
+ * arena at the kernel's own address usually has a mapping right above it,
+ * and one at arena_hint has room. Under cover_lock. */
+#define GROW_UNIT ((size_t)1 << MAX_ORDER) /* slots in a largest span, 32 MiB */
+static bool arena_grow(size_t end) {
+  size_t have = rill_arena.nslots, max = rill_arena.max_slots;
+  if (end <= have) return true;
+  if (end > max) return false;
+  size_t need = (end - have + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
+  size_t step = (have / 4 + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
+  if (step < need) step = need;
+  for (int tries = 0; tries < 2; tries++, step = need) {
+    if (step > max - have) step = max - have;
+    void *want = (void *)(rill_arena.base + (have << SLOT_SHIFT));
+    size_t len = step << SLOT_SHIFT;
+    void *p = reserve_at(want, len, MAP_FIXED_NOREPLACE);
+    if (p == want) {
+      sys_advise(p, len, MADV_NOHUGEPAGE);
+      if (rill_opt.hugepages) sys_advise(p, len, MADV_HUGEPAGE); /* past HUGE_START */
+      __atomic_store_n(&rill_arena.size, rill_arena.size + len, __ATOMIC_RELAXED);
+      __atomic_store_n(&rill_arena.nslots, have + step, __ATOMIC_RELEASE);
+      return true;
+    }
+    if (p) os_unmap(p, len); /* a kernel that took it as a hint */
+    if (step == need) break;
+  }
+  return false;
+}
+
+/* Slots up to `end` reserved: at once, or by growing the arena. */
+static bool arena_room(size_t end) {
+  if (end <= arena_slots()) return true;
+  if (rill_arena.max_slots <= arena_slots()) return false;
+  spin_lock(&cover_lock);
+  bool ok = arena_grow(end);
+  spin_unlock(&cover_lock);
+  return ok;
+}
+
 /* Takes n never-used slots from the top of the arena: the first one's index,
  * or 0 once the address space is exhausted (slot 0 is never a span). */
 size_t arena_take(size_t n) {
   size_t first = atomic_fetch_add_explicit(&rill_arena_top, n, RLX);
-  if (first + n > rill_arena.nslots) return 0;
-  if (arena_cover(first + n)) return first;
+  if (arena_room(first + n) && arena_cover(first + n)) return first;
   size_t end = first + n; /* give the slots back unless others took slots since */
   atomic_compare_exchange_strong_explicit(&rill_arena_top, &end, first, RLX, RLX);
   return 0;
@@ -447,10 +519,10 @@ size_t arena_take(size_t n) {
  * arena: a large run that ends there grows in place. */
 bool arena_extend(size_t end, size_t n) {
   size_t top = end;
-  if (end + n > rill_arena.nslots ||
+  if (end + n > rill_arena.max_slots ||
       !atomic_compare_exchange_strong_explicit(&rill_arena_top, &top, end + n, RLX, RLX))
     return false;
-  if (arena_cover(end + n)) return true;
+  if (arena_room(end + n) && arena_cover(end + n)) return true;
   top = end + n;
   atomic_compare_exchange_strong_explicit(&rill_arena_top, &top, end, RLX, RLX);
   return false;

@@ -296,8 +296,11 @@ static bool reserve(void) {
    * on to the limit. */
   size_t size = limit / 2 < ARENA_MAX ? (limit / 2) & ~(LARGE_MAX - 1) : ARENA_MAX;
   if (size < ARENA_MIN) size = ARENA_MIN;
+  /* under a limit the arena may grow past its half as the program needs
+   * (arena_grow): its tables are reserved for the whole limit, 1.6% of it */
+  size_t max = limit < ARENA_MAX ? limit & ~(LARGE_MAX - 1) : 0;
   for (; size >= ARENA_MIN; size = pow2_below(size)) {
-    if (!arena_init(size)) continue;
+    if (!arena_init(size, max)) continue;
     if (pool_init()) {
       if (runs_init()) return true;
       pool_release();

@@ -268,17 +268,20 @@ static inline bool attached_to(const span_t *sp, const struct heap *h) {
 
 /* ---- arena (arena.c) --------------------------------------------------- */
 typedef struct arena {
-  uintptr_t base; /* slot 0; it never holds a span */
-  size_t bound;   /* bytes from base whose head entries are all set (arena_cover); grows */
-  size_t size;    /* bytes reserved */
-  span_t *meta;   /* one span_t per slot; only a span's first slot's is used */
-  span_t **heads; /* per slot: its span's entry, or meta[0] (no span) below bound; above it
-                   * never read (unmapped with RILL_COMMIT); at base - HEADS_GAP */
-  size_t nslots;
+  uintptr_t base;     /* slot 0; it never holds a span */
+  size_t bound;       /* bytes from base whose head entries are all set (arena_cover); grows */
+  size_t size;        /* bytes reserved */
+  span_t *meta;       /* one span_t per slot; only a span's first slot's is used */
+  span_t **heads;     /* per slot: its span's entry, or meta[0] (no span) below bound; above it
+                       * never read (unmapped with RILL_COMMIT); at base - HEADS_GAP */
+  size_t nslots;      /* slots reserved now; grows under a limit (arena_grow) */
   size_t page;        /* kernel page size, read at start-up */
   unsigned min_order; /* no span is smaller than a page */
   unsigned stripes;
-} __attribute__((aligned(64))) arena_t; /* read by every free: a line of its own */
+  /* on the next line, which free never reads: slots the tables are reserved for, nslots
+   * or under ulimit -v as many as the limit could hold (arena_grow) */
+  size_t max_slots;
+} __attribute__((aligned(64))) arena_t; /* free reads its first line: a line of its own */
 
 extern arena_t rill_arena INTERNAL;
 extern _Atomic size_t rill_arena_top INTERNAL; /* slots handed out so far */
@@ -341,7 +344,7 @@ static inline size_t span_bytes(const span_t *sp) {
 }
 
 void arena_setup(void) INTERNAL;
-bool arena_init(size_t size) INTERNAL;
+bool arena_init(size_t size, size_t max) INTERNAL;
 void arena_release(void) INTERNAL;
 size_t arena_take(size_t n) INTERNAL;
 bool arena_extend(size_t end, size_t n) INTERNAL;

@@ -117,7 +117,7 @@ static bool dirty_commit(size_t slots) {
 
 bool runs_init(void) {
   for (unsigned k = 0; k < RUN_SHARDS; k++) shards[k].id = (uint8_t)(k + 1);
-  size_t words = (rill_arena.nslots + 63) / 64, bytes = 4 * words * sizeof(uint64_t);
+  size_t words = (rill_arena.max_slots + 63) / 64, bytes = 4 * words * sizeof(uint64_t);
   dirty = os_reserve(bytes);
   dirty_done = 0;
   if (dirty) {

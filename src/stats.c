@@ -14,7 +14,7 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
   if (atomic_load_explicit(&rill_ready, ACQ)) {
     size_t top = atomic_load_explicit(&rill_arena_top, RLX), bound = arena_bound_slots();
     if (top > bound) top = bound; /* slots being covered: their entries may not be mapped */
-    s.bytes_reserved = rill_arena.size;
+    s.bytes_reserved = __atomic_load_n(&rill_arena.size, __ATOMIC_RELAXED);
     for (size_t i = (size_t)1 << rill_arena.min_order; i < top;) {
       /* relaxed atomic: runs.c rewrites heads of free runs under its lock */
       if (__atomic_load_n(&rill_arena.heads[i], __ATOMIC_RELAXED) !=

@@ -1,10 +1,12 @@
-/* test_aslimit.c - proves rill works under an address-space limit (ulimit -v): it sizes its
- * arena to half the limit, large blocks that no longer fit the arena get mappings of their
- * own, threads still start, and a limit too small for any arena makes malloc fail with ENOMEM
- * and one message. Each case re-runs this program under setrlimit(RLIMIT_AS), and one under
- * RLIMIT_DATA. */
+/* test_aslimit.c - proves rill works under an address-space limit (ulimit -v): its arena
+ * starts at half the limit and grows past it as small blocks need, most of the limit fills
+ * with blocks before ENOMEM, blocks of a page or more past an arena that cannot grow get
+ * mappings of their own, threads still start, and a limit too small for any arena makes
+ * malloc fail with ENOMEM and one message. Each case re-runs this program under
+ * setrlimit(RLIMIT_AS), and one under RLIMIT_DATA. */
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -29,54 +31,83 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-/* Under the limit: fill half the arena with small blocks, run threads, then take large
- * blocks past the arena's end, and check every block kept its bytes. */
+/* The end of the arena holding p: the end of the run of adjacent mappings from the one that
+ * holds it (advice splits the arena into several), read from /proc/self/maps. */
+static uintptr_t arena_end(const void *p) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return 0;
+  char line[512];
+  uintptr_t end = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx", &lo, &hi) != 2) continue;
+    if ((lo <= (uintptr_t)p && (uintptr_t)p < hi) || (end && lo == end)) end = hi;
+  }
+  fclose(f);
+  return end;
+}
+
+/* Under the limit: the arena starts at half of it and grows past that for small blocks; with
+ * a mapping right above it, so that it cannot grow, large blocks and blocks of a page or more
+ * get mappings of their own. Every block keeps its bytes. */
 static int child_fits(size_t limit) {
   struct rill_stats st;
   void *first = malloc(64); /* rill starts up under the limit */
   rill_stats_get(&st);
   size_t arena = (size_t)st.bytes_reserved;
-  CHECK(arena >= 64 * MiB && arena <= limit / 2, "arena of %zu MiB under a %zu MiB limit",
-        arena >> 20, limit >> 20);
   /* half the limit in whole 32 MiB spans, not the power of two below it (a 3 GiB limit took
    * 1 GiB, a 768 MiB one 256) */
-  CHECK(arena + 32 * MiB > limit / 2, "arena of %zu MiB under a %zu MiB limit: not half of it",
-        arena >> 20, limit >> 20);
-  size_t nsmall = arena / 2 / 1024, nlarge = (arena / 2 + 32 * MiB) / MiB;
+  CHECK(arena >= 64 * MiB && arena <= limit / 2 && arena + 32 * MiB > limit / 2,
+        "arena of %zu MiB at start under a %zu MiB limit: not half of it", arena >> 20,
+        limit >> 20);
+  /* a sixteenth of the limit past the arena's first half: it must grow (before, these failed) */
+  size_t nsmall = (limit / 2 + limit / 16) / 1024, nlarge = limit / MiB;
   unsigned char **small = malloc(nsmall * sizeof *small);
-  unsigned char **large = malloc(nlarge * sizeof *large);
+  unsigned char **large = calloc(nlarge, sizeof *large);
   CHECK(small && large, "index arrays");
   if (!small || !large) return 1;
   for (size_t i = 0; i < nsmall; i++) {
     small[i] = malloc(1024);
-    CHECK(small[i] != NULL, "small block %zu of %zu", i, nsmall);
+    CHECK(small[i] != NULL, "small block %zu of %zu (arena %zu MiB at start)", i, nsmall,
+          arena >> 20);
     if (!small[i]) return 1;
     memset(small[i], (int)(i & 0xff), 1024);
   }
-  /* threads while the arena has room: small blocks live in the arena only */
+  rill_stats_get(&st);
+  size_t grown = (size_t)st.bytes_reserved;
+  CHECK(grown > arena, "the arena did not grow past %zu MiB", arena >> 20);
+  /* threads */
   pthread_t t[8];
   for (uintptr_t i = 0; i < 8; i++)
     CHECK(pthread_create(&t[i], NULL, worker, (void *)(i + 1)) == 0, "thread %zu", (size_t)i);
   for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
-  for (size_t i = 0; i < nlarge; i++) {
-    large[i] = malloc(MiB);
-    CHECK(large[i] != NULL, "large block %zu of %zu (arena %zu MiB)", i, nlarge, arena >> 20);
-    if (!large[i]) return 1;
-    memset(large[i], (int)(i & 0xff), MiB);
+  /* a page right above the arena: it cannot grow any more */
+  uintptr_t end = arena_end(small[nsmall - 1]);
+  long pg = sysconf(_SC_PAGESIZE);
+  void *stop = end ? mmap((void *)end, (size_t)pg, PROT_NONE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0)
+                   : MAP_FAILED;
+  CHECK(stop == (void *)end, "a page at the arena's end %#lx: %p", (unsigned long)end, stop);
+  size_t used = 0, outside = 0;
+  for (; used < nlarge && outside < 16 * MiB; used++) {
+    large[used] = malloc(MiB);
+    CHECK(large[used] != NULL, "large block %zu (arena %zu MiB, %zu MiB outside it)", used,
+          grown >> 20, outside >> 20);
+    if (!large[used]) return 1;
+    memset(large[used], (int)(used & 0xff), MiB);
+    rill_stats_get(&st);
+    outside = (size_t)st.huge_bytes;
   }
-  rill_stats_get(&st);
-  size_t outside = (size_t)st.huge_bytes;
   CHECK(outside >= 16 * MiB, "large blocks past the %zu MiB arena: %zu MiB mapped outside it",
-        arena >> 20, outside >> 20);
-  /* the arena is full: blocks of a page up to 256 KiB, which have classes, take mappings of
-   * their own too (they failed with ENOMEM before): 320 blocks of 64 KiB and 320 of 8 KiB,
-   * 24 MiB in pages */
+        grown >> 20, outside >> 20);
+  /* blocks of a page up to 256 KiB, which have classes, take mappings of their own too (they
+   * failed with ENOMEM before): 320 blocks of 64 KiB and 320 of 8 KiB, 24 MiB in pages */
   enum { NMID = 640 };
   unsigned char *mid[NMID];
   for (size_t i = 0; i < NMID; i++) {
     size_t n = i % 2 ? 64 * 1024 : 8 * 1024 + 8;
     mid[i] = malloc(n);
-    CHECK(mid[i] != NULL, "block %zu of %zu B past the %zu MiB arena", i, n, arena >> 20);
+    CHECK(mid[i] != NULL, "block %zu of %zu B past the %zu MiB arena", i, n, grown >> 20);
     if (!mid[i]) return 1;
     memset(mid[i], (int)(i & 0xff), n);
   }
@@ -104,15 +135,39 @@ static int child_fits(size_t limit) {
     CHECK(small[i][0] == (i & 0xff) && small[i][1023] == (i & 0xff), "small block %zu", i);
     free(small[i]);
   }
-  for (size_t i = 0; i < nlarge; i++) {
+  for (size_t i = 0; i < used; i++) {
     CHECK(large[i][0] == (i & 0xff) && large[i][MiB - 1] == (i & 0xff), "large block %zu", i);
     free(large[i]);
   }
   free(small);
   free(large);
   free(first);
-  printf("limit %zu MiB: arena %zu MiB, %zu small and %zu large blocks (%zu MiB outside it)\n",
-         limit >> 20, arena >> 20, nsmall, nlarge, outside >> 20);
+  if (stop != MAP_FAILED) munmap(stop, (size_t)pg);
+  printf("limit %zu MiB: arena %zu MiB at start, %zu MiB grown; %zu small and %zu large blocks "
+         "(%zu MiB outside it)\n",
+         limit >> 20, arena >> 20, grown >> 20, nsmall, used, outside >> 20);
+  return atomic_load(&t_failures) != 0;
+}
+
+/* Under the limit: small blocks until malloc fails, which must be ENOMEM and not before
+ * most of the limit is in blocks (the arena stopped at half of it before); then all of them
+ * back, and malloc works again. */
+static int child_most(size_t limit) {
+  size_t cap = limit / 1024, n = 0;
+  void **b =
+      mmap(NULL, cap * sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(b != MAP_FAILED, "index array");
+  if (b == MAP_FAILED) return 1;
+  errno = 0;
+  while (n < cap && (b[n] = malloc(1000)) != NULL) memset(b[n++], 1, 1000);
+  CHECK(n < cap && errno == ENOMEM, "after %zu blocks: errno %d", n, errno);
+  CHECK(n * 1000 >= limit / 10 * 7, "%zu MiB in blocks of 1,000 B under a %zu MiB limit",
+        n * 1000 >> 20, limit >> 20);
+  for (size_t i = 0; i < n; i++) free(b[i]);
+  void *again = malloc(1000);
+  CHECK(again != NULL, "malloc after freeing everything");
+  free(again);
+  printf("limit %zu MiB: %zu MiB in blocks of 1,000 B until ENOMEM\n", limit >> 20, n * 1000 >> 20);
   return atomic_load(&t_failures) != 0;
 }
 
@@ -156,11 +211,17 @@ static int run_limited(const char *self, const char *mode, int resource, size_t 
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "fits") == 0) return child_fits(strtoull(argv[2], NULL, 10));
   if (argc == 3 && strcmp(argv[1], "tiny") == 0) return child_tiny();
+  if (argc == 3 && strcmp(argv[1], "most") == 0) return child_most(strtoull(argv[2], NULL, 10));
   static char err[8192];
   const size_t limits[] = {384 * MiB, 768 * MiB, 3072 * MiB};
   for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
     int rc = run_limited("/proc/self/exe", "fits", RLIMIT_AS, limits[i], err, sizeof err);
     CHECK(rc == 0, "under a %zu MiB limit: exit %d; stderr:\n%s", limits[i] >> 20, rc, err);
+  }
+  const size_t most[] = {768 * MiB, 3072 * MiB};
+  for (size_t i = 0; i < 2; i++) {
+    int rc = run_limited("/proc/self/exe", "most", RLIMIT_AS, most[i], err, sizeof err);
+    CHECK(rc == 0, "filling a %zu MiB limit: exit %d; stderr:\n%s", most[i] >> 20, rc, err);
   }
   /* ulimit -d counts private writable mappings too (Linux 4.7 and later) */
   int rcd = run_limited("/proc/self/exe", "fits", RLIMIT_DATA, 768 * MiB, err, sizeof err);
@@ -171,7 +232,8 @@ int main(int argc, char **argv) {
   CHECK(rc == 0, "under a 40 MiB limit malloc must fail with ENOMEM: exit %d\n%s", rc, err);
   CHECK(said == 1, "under a 40 MiB limit rill must say so once, said it %zu times:\n%s", said, err);
   if (atomic_load(&t_failures)) return 1;
-  printf("ok: arena within half of the limit, large blocks past it mapped, threads ran; a "
+  printf("ok: the arena starts at half the limit and grows past it, most of the limit fills "
+         "with small blocks, blocks past an arena that cannot grow mapped, threads ran; a "
          "40 MiB limit fails with ENOMEM and one message\n");
   return 0;
 }
