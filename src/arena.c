@@ -481,15 +481,28 @@ static bool arena_grow(size_t end) {
     if (step > max - have) step = max - have;
     void *want = (void *)(rill_arena.base + (have << SLOT_SHIFT));
     size_t len = step << SLOT_SHIFT;
-    void *p = reserve_at(want, len, MAP_FIXED_NOREPLACE);
+    /* without access first: under mlockall(MCL_FUTURE) a writable mapping
+     * is locked and faulted in whole (the reservation problem of mlock.c
+     * again), one without access is not; unlocked, it can take its access
+     * without being populated, then lock its pages as they are touched */
+    bool locked = os_future_locked();
+    void *p = sys_map(want, len, locked ? PROT_NONE : reserve_prot(),
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE);
     if (p == want) {
+      if (locked) {
+        (void)syscall(SYS_munlock, p, len);
+        if (reserve_prot() != PROT_NONE) sys_protect(p, len, reserve_prot());
+        (void)syscall(SYS_mlock2, p, len, 1 /* MLOCK_ONFAULT */);
+      }
+      sys_advise(p, len, MADV_DONTDUMP); /* as reserve_at: arena_cover lets it in */
       sys_advise(p, len, MADV_NOHUGEPAGE);
       if (rill_opt.hugepages) sys_advise(p, len, MADV_HUGEPAGE); /* past HUGE_START */
+      os_reserved_grow(want, len);
       __atomic_store_n(&rill_arena.size, rill_arena.size + len, __ATOMIC_RELAXED);
       __atomic_store_n(&rill_arena.nslots, have + step, __ATOMIC_RELEASE);
       return true;
     }
-    if (p) os_unmap(p, len); /* a kernel that took it as a hint */
+    if (p != MAP_FAILED) (void)syscall(SYS_munmap, p, len); /* a kernel that took a hint */
     if (step == need) break;
   }
   return false;

@@ -371,6 +371,8 @@ bool os_commit_grow(void *tab, size_t from, size_t to) INTERNAL;
 long os_read_file(const char *path, char *buf, size_t cap) INTERNAL;
 void os_reserved_add(void *p, size_t n) INTERNAL; /* mlock.c: mlockall spares reservations */
 void os_reserved_cut(void *p, size_t n) INTERNAL;
+void os_reserved_grow(void *end, size_t n) INTERNAL;
+bool os_future_locked(void) INTERNAL; /* mlockall(MCL_FUTURE) in effect (mlock.c) */
 bool arena_track(bool (*commit)(size_t slots)) INTERNAL;
 /* Slots below the bound: every per-slot table entry below it is usable. */
 static inline size_t arena_bound_slots(void) {

@@ -25,6 +25,18 @@ void os_reserved_add(void *p, size_t n) {
   nreserved++;
 }
 
+/* The arena grew in place (arena_grow): the range ending at `end` now ends
+ * n bytes further. Under cover_lock; a concurrent mlockall reads `hi` with
+ * an atomic load and sees the range before or after. */
+void os_reserved_grow(void *end, size_t n) {
+  for (unsigned i = 0; i < nreserved; i++)
+    if (reserved[i].hi == (uintptr_t)end) {
+      __atomic_store_n(&reserved[i].hi, (uintptr_t)end + n, __ATOMIC_RELAXED);
+      return;
+    }
+  os_reserved_add(end, n);
+}
+
 /* Takes [p, p + n) out of every reserved range; a range it splits keeps its
  * low part in place and its high part at the end (or, with no room, the low
  * part only: that range's high part is then populated like the program's). */
@@ -47,6 +59,14 @@ void os_reserved_cut(void *p, size_t n) {
   }
 }
 
+/* Whether mlockall(MCL_FUTURE) is in effect, as far as rill's mlockall and
+ * munlockall saw: the arena's growth (arena_grow) must not be populated
+ * whole by it. */
+static _Atomic bool future_locked;
+bool os_future_locked(void) {
+  return atomic_load_explicit(&future_locked, RLX);
+}
+
 /* The rest replaces the C library's mlockall; builds that keep only the
  * rill_ names leave it alone. */
 #ifndef RILL_NO_OVERRIDE
@@ -55,9 +75,11 @@ void os_reserved_cut(void *p, size_t n) {
 static void lock_outside_reserved(uintptr_t lo, uintptr_t hi) {
   while (lo < hi) {
     uintptr_t cut = hi, resume = hi; /* the lowest reserved range reaching past lo */
-    for (unsigned i = 0; i < nreserved; i++)
-      if (reserved[i].hi > lo && reserved[i].lo < cut)
-        cut = reserved[i].lo > lo ? reserved[i].lo : lo, resume = reserved[i].hi;
+    for (unsigned i = 0; i < nreserved; i++) {
+      uintptr_t rhi = __atomic_load_n(&reserved[i].hi, __ATOMIC_RELAXED);
+      if (rhi > lo && reserved[i].lo < cut)
+        cut = reserved[i].lo > lo ? reserved[i].lo : lo, resume = rhi;
+    }
     if (cut > lo) mlock((void *)lo, cut - lo); /* errors ignored, as the kernel's populate does */
     lo = resume;
   }
@@ -128,15 +150,27 @@ static int sys_mlockall(int flags) {
  * answer (ENOMEM). */
 static int lock_all(int flags) {
   if (flags & (MCL_CURRENT | MCL_FUTURE)) (void)rill_init();
-  if (!(flags & MCL_CURRENT) || (flags & MCL_ONFAULT)) return sys_mlockall(flags);
-  int r = sys_mlockall(MCL_CURRENT | MCL_ONFAULT);
-  if (r != 0) {
+  int r;
+  if (!(flags & MCL_CURRENT) || (flags & MCL_ONFAULT)) {
+    r = sys_mlockall(flags);
+  } else if ((r = sys_mlockall(MCL_CURRENT | MCL_ONFAULT)) != 0) {
     if (errno != EINVAL) return r;
-    return sys_mlockall(flags); /* a kernel before 4.4, without MCL_ONFAULT */
+    r = sys_mlockall(flags); /* a kernel before 4.4, without MCL_ONFAULT */
+  } else {
+    lock_program_mappings();
+    r = flags & MCL_FUTURE ? sys_mlockall(flags & ~MCL_CURRENT) : 0;
   }
-  lock_program_mappings();
-  return flags & MCL_FUTURE ? sys_mlockall(flags & ~MCL_CURRENT) : 0;
+  if (r == 0 && (flags & MCL_FUTURE)) atomic_store_explicit(&future_locked, true, RLX);
+  return r;
+}
+
+/* munlockall ends MCL_FUTURE too. */
+static int unlock_all(void) {
+  int r = (int)syscall(SYS_munlockall);
+  if (r == 0) atomic_store_explicit(&future_locked, false, RLX);
+  return r;
 }
 
 int mlockall(int flags) __attribute__((alias("lock_all"), visibility("default")));
+int munlockall(void) __attribute__((alias("unlock_all"), visibility("default")));
 #endif

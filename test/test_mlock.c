@@ -5,7 +5,8 @@
  * resident memory grows by the program's own untouched mapping and little else; that mapping
  * is resident whole (MCL_CURRENT kept its meaning); rill's blocks, those written before and
  * those allocated after, are locked (smaps "Locked:"); a mapping made afterwards is resident
- * at once (MCL_FUTURE); munlockall undoes it. First, a large block locked with mlock and
+ * at once (MCL_FUTURE); munlockall undoes it; with --grow, the arena grows under MCL_FUTURE
+ * without its new stretch faulted in. First, a large block locked with mlock and
  * freed: calloc from its run reads zero. Needs CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK,
  * and says so otherwise. */
 #include "rill_test.h"
@@ -81,7 +82,41 @@ static bool locked_then_calloc(void) {
   return true;
 }
 
-int main(void) {
+/* --grow (ctest runs it under a 768 MiB ulimit -v, where the arena starts at 384 MiB): blocks
+ * until the arena grows (arena_grow) under mlockall(MCL_FUTURE). The stretch it grows by, a
+ * quarter of it, must not be faulted in and locked whole, as a new mapping under MCL_FUTURE
+ * is; the blocks written in it are locked. */
+static void grow_locked(void) {
+  struct rill_stats st;
+  rill_stats_get(&st);
+  size_t arena0 = (size_t)st.bytes_reserved, cap = arena0 / 1000 + 65536, n = 0;
+  char **g =
+      mmap(NULL, cap * sizeof *g, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (g == MAP_FAILED) DIE("mmap: %s", strerror(errno));
+  size_t rss0 = status_kib("VmRSS:");
+  while (n < cap && (size_t)st.bytes_reserved == arena0) {
+    g[n] = malloc(1000);
+    if (!g[n]) DIE("malloc %zu after mlockall, arena %zu MiB", n, arena0 >> 20);
+    memset(g[n++], 5, 1000);
+    if (n % 1024 == 0) rill_stats_get(&st);
+  }
+  size_t grown = (size_t)st.bytes_reserved, rss1 = status_kib("VmRSS:");
+  printf("  arena %zu -> %zu MiB under mlockall(MCL_FUTURE); VmRSS %zu -> %zu KiB for %zu KiB "
+         "of blocks\n",
+         arena0 >> 20, grown >> 20, rss0, rss1, n * 1000 / KiB);
+  CHECK(grown > arena0, "the arena did not grow past %zu MiB", arena0 >> 20);
+  /* the blocks' class rounds 1,000 B up to 1,024, and their spans' entries are touched; a
+   * stretch faulted in whole would add a quarter of the arena, 96 MiB */
+  CHECK(rss1 < rss0 + (n * 1000 / 8 * 9 + 32 * MiB) / KiB,
+        "VmRSS %zu -> %zu KiB for %zu KiB of blocks: the arena's growth was faulted in", rss0, rss1,
+        n * 1000 / KiB);
+  CHECK(n && locked_kib(g[n - 1]) > 0, "a block in the grown arena is not locked");
+  for (size_t i = 0; i < n; i++) free(g[i]);
+  munmap(g, cap * sizeof *g);
+}
+
+int main(int argc, char **argv) {
+  bool grow = argc > 1 && strcmp(argv[1], "--grow") == 0;
   struct rlimit ml;
   getrlimit(RLIMIT_MEMLOCK, &ml);
   if (!locked_then_calloc()) {
@@ -134,6 +169,7 @@ int main(void) {
   CHECK(rss2 < rss1 + (2 * OWN + 64 * MiB) / KiB, "VmRSS %zu -> %zu KiB after 20 MB of blocks",
         rss1, rss2);
 
+  if (grow) grow_locked();
   CHECK(munlockall() == 0, "munlockall: %s", strerror(errno));
   CHECK(status_kib("VmLck:") == 0, "VmLck %zu KiB after munlockall", status_kib("VmLck:"));
   for (int i = 0; i < N; i++) free(later[i]);
