@@ -879,6 +879,11 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
       if (!sp) {
         pool_purge_stale(); /* growing */
         sp = pool_fresh(o, &h->chunk);
+        /* The arena is used up (under ulimit -v, or past 1 TiB): a free run
+         * that large blocks and big classes left ("Free runs do not serve
+         * small classes", design.md), cut to the span, before ENOMEM. It
+         * goes back to the runs when it empties (pool_put). */
+        if (!sp) sp = run_get_free((size_t)1 << o, h->id, false);
       }
     }
     /* never-used memory, from the pool or the chunk: idle owners' spans may

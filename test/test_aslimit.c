@@ -152,22 +152,37 @@ static int child_fits(size_t limit) {
 /* Under the limit: small blocks until malloc fails, which must be ENOMEM and not before
  * most of the limit is in blocks (the arena stopped at half of it before); then all of them
  * back, and malloc works again. */
+static size_t fill_until_null(void **b, size_t cap, size_t sz) {
+  size_t n = 0;
+  errno = 0;
+  while (n < cap && (b[n] = malloc(sz)) != NULL) memset(b[n++], 1, sz);
+  CHECK(n < cap && errno == ENOMEM, "%zu blocks of %zu B: errno %d", n, sz, errno);
+  return n;
+}
+
 static int child_most(size_t limit) {
-  size_t cap = limit / 1024, n = 0;
+  size_t cap = limit / 1000;
   void **b =
       mmap(NULL, cap * sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CHECK(b != MAP_FAILED, "index array");
   if (b == MAP_FAILED) return 1;
-  errno = 0;
-  while (n < cap && (b[n] = malloc(1000)) != NULL) memset(b[n++], 1, 1000);
-  CHECK(n < cap && errno == ENOMEM, "after %zu blocks: errno %d", n, errno);
-  CHECK(n * 1000 >= limit / 10 * 7, "%zu MiB in blocks of 1,000 B under a %zu MiB limit",
-        n * 1000 >> 20, limit >> 20);
-  for (size_t i = 0; i < n; i++) free(b[i]);
+  /* small blocks, then 64 KiB ones (runs), then small ones again: the free runs the big
+   * blocks left must serve the small classes once the arena cannot grow (they failed at once) */
+  const size_t sizes[3] = {1000, 65536, 1000};
+  size_t got[3];
+  for (int k = 0; k < 3; k++) {
+    size_t n = fill_until_null(b, cap, sizes[k]);
+    got[k] = n * sizes[k];
+    CHECK(got[k] >= limit / 10 * (k == 0 ? 7 : 6),
+          "%zu MiB in blocks of %zu B under a %zu MiB limit", got[k] >> 20, sizes[k], limit >> 20);
+    for (size_t i = 0; i < n; i++) free(b[i]);
+  }
   void *again = malloc(1000);
   CHECK(again != NULL, "malloc after freeing everything");
   free(again);
-  printf("limit %zu MiB: %zu MiB in blocks of 1,000 B until ENOMEM\n", limit >> 20, n * 1000 >> 20);
+  printf("limit %zu MiB until ENOMEM: %zu MiB in blocks of 1,000 B, %zu MiB of 64 KiB, %zu MiB "
+         "of 1,000 B again\n",
+         limit >> 20, got[0] >> 20, got[1] >> 20, got[2] >> 20);
   return atomic_load(&t_failures) != 0;
 }
 
