@@ -186,6 +186,52 @@ static int child_most(size_t limit) {
   return atomic_load(&t_failures) != 0;
 }
 
+/* Under the limit: eight threads, half of them with blocks up to 70 KB, allocate until their
+ * first NULL, so that they race to grow the arena, to cut spans from free runs and to map
+ * blocks of their own as it runs out; every block keeps its bytes, and a second round
+ * reuses what the first freed. */
+enum { RACERS = 8 };
+static size_t race_got[RACERS];
+static void *racer(void *arg) {
+  size_t id = (size_t)arg, cap = 1 << 19, n = 0;
+  unsigned char **b =
+      mmap(NULL, cap * sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (b == MAP_FAILED) return NULL;
+  unsigned seed = (unsigned)id + 1;
+  while (n < cap) {
+    seed = seed * 1103515245u + 12345u;
+    size_t sz = 16 + (seed >> 8) % (id % 2 ? 600 : 70000);
+    unsigned char *p = malloc(sz);
+    if (!p) break;
+    memset(p, (int)((n + id) & 0xff), sz < 256 ? sz : 256);
+    b[n++] = p;
+  }
+  for (size_t i = 0; i < n; i++) {
+    CHECK(b[i][0] == ((i + id) & 0xff), "thread %zu, block %zu of %zu: overwritten", id, i, n);
+    free(b[i]);
+  }
+  race_got[id] = n;
+  munmap(b, cap * sizeof *b);
+  return NULL;
+}
+
+static int child_race(size_t limit) {
+  for (int round = 0; round < 2; round++) {
+    pthread_t t[RACERS];
+    size_t all = 0;
+    for (size_t i = 0; i < RACERS; i++)
+      CHECK(pthread_create(&t[i], NULL, racer, (void *)i) == 0, "thread %zu", i);
+    for (size_t i = 0; i < RACERS; i++) {
+      pthread_join(t[i], NULL);
+      all += race_got[i];
+    }
+    CHECK(all > 10000, "round %d: %zu blocks in all", round, all);
+    printf("limit %zu MiB, %d threads until their first NULL, round %d: %zu blocks\n", limit >> 20,
+           RACERS, round, all);
+  }
+  return atomic_load(&t_failures) != 0;
+}
+
 /* A limit no arena fits: malloc fails cleanly, every time. */
 static int child_tiny(void) {
   for (int i = 0; i < 100; i++) {
@@ -227,6 +273,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "fits") == 0) return child_fits(strtoull(argv[2], NULL, 10));
   if (argc == 3 && strcmp(argv[1], "tiny") == 0) return child_tiny();
   if (argc == 3 && strcmp(argv[1], "most") == 0) return child_most(strtoull(argv[2], NULL, 10));
+  if (argc == 3 && strcmp(argv[1], "race") == 0) return child_race(strtoull(argv[2], NULL, 10));
   static char err[8192];
   const size_t limits[] = {384 * MiB, 768 * MiB, 3072 * MiB};
   for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
@@ -238,6 +285,8 @@ int main(int argc, char **argv) {
     int rc = run_limited("/proc/self/exe", "most", RLIMIT_AS, most[i], err, sizeof err);
     CHECK(rc == 0, "filling a %zu MiB limit: exit %d; stderr:\n%s", most[i] >> 20, rc, err);
   }
+  int rcr = run_limited("/proc/self/exe", "race", RLIMIT_AS, 768 * MiB, err, sizeof err);
+  CHECK(rcr == 0, "threads filling a 768 MiB limit: exit %d; stderr:\n%s", rcr, err);
   /* ulimit -d counts private writable mappings too (Linux 4.7 and later) */
   int rcd = run_limited("/proc/self/exe", "fits", RLIMIT_DATA, 768 * MiB, err, sizeof err);
   CHECK(rcd == 0, "under a 768 MiB data limit: exit %d; stderr:\n%s", rcd, err);
