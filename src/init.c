@@ -298,7 +298,7 @@ static bool reserve(void) {
   if (size < ARENA_MIN) size = ARENA_MIN;
   /* under a limit the arena may grow past its half as the program needs
    * (arena_grow): its tables are reserved for the whole limit, 1.6% of it */
-  size_t max = limit < ARENA_MAX ? limit & ~(LARGE_MAX - 1) : 0;
+  size_t max = limit == SIZE_MAX ? 0 : (limit < ARENA_MAX ? limit : ARENA_MAX) & ~(LARGE_MAX - 1);
   for (; size >= ARENA_MIN; size = pow2_below(size)) {
     if (!arena_init(size, max)) continue;
     if (pool_init()) {
