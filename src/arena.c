@@ -20,6 +20,7 @@ _Alignas(64) _Atomic size_t rill_arena_top;
 _Atomic size_t rill_grown;
 
 static bool arena_cover(size_t end);
+static bool arena_grow(size_t end);
 /* Slots reserved now (arena_grow raises it under a limit). */
 static size_t arena_slots(void) {
   return __atomic_load_n(&rill_arena.nslots, __ATOMIC_ACQUIRE);
@@ -401,8 +402,9 @@ static bool arena_cover(size_t end) {
   if (end <= arena_bound_slots()) return true;
   spin_lock(&cover_lock);
   size_t from = rill_arena.bound >> SLOT_SHIFT;
-  bool ok = true;
-  if (end > from) {
+  /* a take that read nslots before arena_fit cut it: grow again or refuse */
+  bool ok = arena_grow(end);
+  if (ok && end > from) {
     size_t to = (end + COVER_STEP - 1) & ~(COVER_STEP - 1);
     if (to > arena_slots()) to = arena_slots();
     ok = cover_commit(to);
@@ -506,6 +508,42 @@ static bool arena_grow(size_t end) {
     if (step == need) break;
   }
   return false;
+}
+
+/* The program lowered its address-space limit (setrlimit, prlimit: limits.c)
+ * to `limit` bytes. The arena's unused top (above the slots handed out and
+ * covered) goes back, and so do the span entries and head entries past what
+ * the limit could hold, so the limit governs what the program maps next, as
+ * it would under an allocator that maps as it goes: with the 1 TiB arena and
+ * 16 GiB of entries still reserved, a Python program that set RLIMIT_AS to 2
+ * GiB could start no thread and map no file, while its small objects went
+ * on past the limit. The arena grows back in place as it needs
+ * (arena_grow), up to the limit. Under cover_lock, which every take past
+ * the covered bound passes (arena_cover), so no take is cut off. */
+void arena_fit(size_t limit) {
+  if (!atomic_load_explicit(&rill_ready, ACQ) || !rill_arena.base) return;
+  spin_lock(&cover_lock);
+  size_t top = atomic_load_explicit(&rill_arena_top, RLX), have = rill_arena.nslots;
+  size_t keep = arena_bound_slots();
+  if (top > keep && top <= have) keep = top;
+  keep = (keep + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
+  if (keep < have) {
+    os_unmap((void *)(rill_arena.base + (keep << SLOT_SHIFT)), (have - keep) << SLOT_SHIFT);
+    __atomic_store_n(&rill_arena.size, keep << SLOT_SHIFT, __ATOMIC_RELAXED);
+    __atomic_store_n(&rill_arena.nslots, keep, __ATOMIC_RELEASE);
+  }
+  size_t max = rill_arena.max_slots, fit = (limit >> SLOT_SHIFT) / GROW_UNIT * GROW_UNIT;
+  if (fit < keep) fit = keep;
+  if (fit < max) {
+    os_unmap(&rill_arena.meta[fit], (max - fit) * sizeof(span_t));
+    os_unmap(&rill_arena.heads[fit], (max - fit) * sizeof(span_t *));
+#if RILL_DEBUG
+    os_unmap(&rill_dbg[fit], (max - fit) * sizeof(dbg_span_t));
+#endif
+    if (commit_end > fit) commit_end = fit;
+    rill_arena.max_slots = fit;
+  }
+  spin_unlock(&cover_lock);
 }
 
 /* Slots up to `end` reserved: at once, or by growing the arena. */

@@ -232,6 +232,58 @@ static int child_race(size_t limit) {
   return atomic_load(&t_failures) != 0;
 }
 
+/* No limit at start; then the program sets one itself (Python's resource.setrlimit, a test
+ * harness): rill gives back what it reserved and does not use (limits.c, arena_fit), so the
+ * limit governs the program's mappings and its blocks alike. Before, the 1 TiB arena stayed
+ * reserved: no thread could start and no mapping be made, while small blocks went past it. */
+static size_t vm_size(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  size_t kib = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "VmSize:", 7) == 0) kib = strtoull(line + 7, NULL, 10);
+  if (f) fclose(f);
+  return kib * 1024;
+}
+
+static void *nothing(void *arg) {
+  return arg;
+}
+
+static int child_later(size_t limit) {
+  void *first = malloc(64);
+  size_t before = vm_size();
+  struct rlimit rl = {limit, limit};
+  CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s", strerror(errno));
+  size_t after = vm_size();
+  CHECK(after < limit / 2, "address space %zu MiB after setting a %zu MiB limit (%zu before)",
+        after >> 20, limit >> 20, before >> 20);
+  pthread_t t;
+  int rc = pthread_create(&t, NULL, nothing, NULL);
+  CHECK(rc == 0, "pthread_create under the new limit: %s", strerror(rc));
+  if (rc == 0) pthread_join(t, NULL);
+  void *m = mmap(NULL, 64 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(m != MAP_FAILED, "mmap of 64 MiB under the new limit: %s", strerror(errno));
+  if (m != MAP_FAILED) munmap(m, 64 * MiB);
+  unsigned char *big = malloc(100 * MiB);
+  CHECK(big != NULL, "malloc(100 MiB) under the new limit");
+  free(big);
+  size_t cap = limit / 1000;
+  void **b =
+      mmap(NULL, cap * sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(b != MAP_FAILED, "index array");
+  if (b == MAP_FAILED) return 1;
+  size_t n = fill_until_null(b, cap, 1000);
+  CHECK(n * 1000 >= limit / 2, "%zu MiB in blocks of 1,000 B under a %zu MiB limit set late",
+        n * 1000 >> 20, limit >> 20);
+  for (size_t i = 0; i < n; i++) free(b[i]);
+  free(first);
+  printf("a %zu MiB limit set at run time: address space %zu -> %zu MiB, then %zu MiB in blocks "
+         "of 1,000 B until ENOMEM\n",
+         limit >> 20, before >> 20, after >> 20, n * 1000 >> 20);
+  return atomic_load(&t_failures) != 0;
+}
+
 /* A limit no arena fits: malloc fails cleanly, every time. */
 static int child_tiny(void) {
   for (int i = 0; i < 100; i++) {
@@ -252,7 +304,7 @@ static int run_limited(const char *self, const char *mode, int resource, size_t 
     dup2(fd[1], 2);
     close(fd[0]);
     struct rlimit rl = {limit, limit};
-    if (setrlimit(resource, &rl) != 0) _exit(90);
+    if (resource >= 0 && setrlimit(resource, &rl) != 0) _exit(90);
     char arg[32];
     snprintf(arg, sizeof arg, "%zu", limit);
     execl(self, self, mode, arg, (char *)NULL);
@@ -274,6 +326,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "tiny") == 0) return child_tiny();
   if (argc == 3 && strcmp(argv[1], "most") == 0) return child_most(strtoull(argv[2], NULL, 10));
   if (argc == 3 && strcmp(argv[1], "race") == 0) return child_race(strtoull(argv[2], NULL, 10));
+  if (argc == 3 && strcmp(argv[1], "later") == 0) return child_later(strtoull(argv[2], NULL, 10));
   static char err[8192];
   const size_t limits[] = {384 * MiB, 768 * MiB, 3072 * MiB};
   for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
@@ -287,6 +340,9 @@ int main(int argc, char **argv) {
   }
   int rcr = run_limited("/proc/self/exe", "race", RLIMIT_AS, 768 * MiB, err, sizeof err);
   CHECK(rcr == 0, "threads filling a 768 MiB limit: exit %d; stderr:\n%s", rcr, err);
+  /* no limit at start, then one the program sets itself */
+  int rcl = run_limited("/proc/self/exe", "later", -1, 1024 * MiB, err, sizeof err);
+  CHECK(rcl == 0, "a 1 GiB limit set at run time: exit %d; stderr:\n%s", rcl, err);
   /* ulimit -d counts private writable mappings too (Linux 4.7 and later) */
   int rcd = run_limited("/proc/self/exe", "fits", RLIMIT_DATA, 768 * MiB, err, sizeof err);
   CHECK(rcd == 0, "under a 768 MiB data limit: exit %d; stderr:\n%s", rcd, err);
