@@ -26,7 +26,10 @@ static size_t arena_slots(void) {
   return __atomic_load_n(&rill_arena.nslots, __ATOMIC_ACQUIRE);
 }
 #define MAX_TRACKERS 4
-static bool (*trackers[MAX_TRACKERS])(size_t slots);
+static struct {
+  bool (*commit)(size_t slots);          /* words for slots up to this usable */
+  void (*fit)(size_t slots, size_t old); /* words past slots (of old) given back */
+} trackers[MAX_TRACKERS];
 static unsigned ntrackers;
 static size_t commit_end; /* slots whose tables are usable (os_commit_grow) */
 
@@ -379,20 +382,32 @@ static bool cover_commit(size_t to) {
   if (!os_commit_grow(rill_dbg, from * sizeof(dbg_span_t), want * sizeof(dbg_span_t))) return false;
 #endif
   for (unsigned i = 0; i < ntrackers; i++)
-    if (!trackers[i](want)) return false;
+    if (!trackers[i].commit(want)) return false;
   commit_end = want;
   return true;
 }
 
 /* A layer above whose tables are indexed by slot has them made usable
- * (os_commit_grow) as far as the arena's own tables, now and at each cover.
- * False if the kernel refuses the first commit. */
-bool arena_track(bool (*commit)(size_t slots)) {
+ * (os_commit_grow) as far as the arena's own tables, now and at each cover,
+ * and gives back their words past a lowered limit (arena_fit). False if the
+ * kernel refuses the first commit. */
+bool arena_track(bool (*commit)(size_t slots), void (*fit)(size_t slots, size_t old)) {
   spin_lock(&cover_lock);
   bool ok = ntrackers < MAX_TRACKERS && commit(commit_end);
-  if (ok) trackers[ntrackers++] = commit;
+  if (ok) {
+    trackers[ntrackers].commit = commit;
+    trackers[ntrackers++].fit = fit;
+  }
   spin_unlock(&cover_lock);
   return ok;
+}
+
+/* Unmaps the whole pages of table bytes [from, to): what arena_fit gives
+ * back of a table; the pages at either end may hold other words. */
+void os_give_back(void *tab, size_t from, size_t to) {
+  uintptr_t pg = rill_arena.page, t = (uintptr_t)tab;
+  uintptr_t a = (t + from + pg - 1) & ~(pg - 1), b = (t + to) & ~(pg - 1);
+  if (b > a) os_unmap((void *)a, b - a);
 }
 
 /* False when the kernel refuses to commit the memory (RILL_COMMIT under
@@ -541,6 +556,7 @@ void arena_fit(size_t limit) {
     os_unmap(&rill_dbg[fit], (max - fit) * sizeof(dbg_span_t));
 #endif
     if (commit_end > fit) commit_end = fit;
+    for (unsigned i = 0; i < ntrackers; i++) trackers[i].fit(fit, max);
     rill_arena.max_slots = fit;
   }
   spin_unlock(&cover_lock);

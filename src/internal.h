@@ -374,7 +374,8 @@ void os_reserved_add(void *p, size_t n) INTERNAL; /* mlock.c: mlockall spares re
 void os_reserved_cut(void *p, size_t n) INTERNAL;
 void os_reserved_grow(void *end, size_t n) INTERNAL;
 bool os_future_locked(void) INTERNAL; /* mlockall(MCL_FUTURE) in effect (mlock.c) */
-bool arena_track(bool (*commit)(size_t slots)) INTERNAL;
+bool arena_track(bool (*commit)(size_t slots), void (*fit)(size_t slots, size_t old)) INTERNAL;
+void os_give_back(void *tab, size_t from, size_t to) INTERNAL;
 /* Slots below the bound: every per-slot table entry below it is usable. */
 static inline size_t arena_bound_slots(void) {
   return __atomic_load_n(&rill_arena.bound, __ATOMIC_ACQUIRE) >> SLOT_SHIFT;

@@ -52,6 +52,19 @@ static bool maps_commit(size_t slots) {
   return true;
 }
 
+/* arena_fit: every map's words past `slots` (of `old`) go back; no span is
+ * pooled there, and map_words stops at the bound below them. */
+static void maps_fit(size_t slots, size_t old) {
+  size_t w0 = (slots + 63) / 64, w1 = (old + 63) / 64, u = sizeof(uint64_t);
+  size_t s0 = (w0 + 63) / 64, s1 = (w1 + 63) / 64;
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++) {
+      os_give_back((void *)maps[s][o].bits, w0 * u, w1 * u);
+      os_give_back((void *)maps[s][o].sum, s0 * u, s1 * u);
+    }
+  if (maps_done > slots) maps_done = slots;
+}
+
 /* Reserves the maps (untouched pages cost nothing), once the arena knows its
  * size; start-up calls it again if it had to release them for a smaller
  * arena (pool_release). */
@@ -70,7 +83,7 @@ bool pool_init(void) {
       maps[s][o].sum = maps[s][o].bits + words;
     }
   maps_done = 0;
-  if (arena_track(maps_commit)) return true;
+  if (arena_track(maps_commit, maps_fit)) return true;
   pool_release();
   return false;
 }

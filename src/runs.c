@@ -115,6 +115,14 @@ static bool dirty_commit(size_t slots) {
   return true;
 }
 
+/* arena_fit: the four bitmaps' words past `slots` (of `old`) go back. */
+static void dirty_fit(size_t slots, size_t old) {
+  size_t w0 = (slots + 63) / 64, w1 = (old + 63) / 64, u = sizeof(uint64_t);
+  _Atomic uint64_t *maps[4] = {dirty, gone, young[0], young[1]};
+  for (unsigned k = 0; k < 4; k++) os_give_back((void *)maps[k], w0 * u, w1 * u);
+  if (dirty_done > slots) dirty_done = slots;
+}
+
 bool runs_init(void) {
   for (unsigned k = 0; k < RUN_SHARDS; k++) shards[k].id = (uint8_t)(k + 1);
   size_t words = (rill_arena.max_slots + 63) / 64, bytes = 4 * words * sizeof(uint64_t);
@@ -125,7 +133,7 @@ bool runs_init(void) {
     young[0] = dirty + 2 * words;
     young[1] = dirty + 3 * words;
   }
-  if (dirty && arena_track(dirty_commit)) return true;
+  if (dirty && arena_track(dirty_commit, dirty_fit)) return true;
   if (dirty) os_unmap((void *)dirty, bytes);
   return false;
 }
