@@ -103,7 +103,9 @@ static bool heaps_commit(uint32_t id) {
   spin_lock(&heaps_commit_lock);
   uint32_t u = atomic_load_explicit(&heaps_usable, RLX);
   bool ok = true;
-  if (id >= u) {
+  /* past a table heap_fit cut after the caller read max_heaps: no record */
+  if (id >= max_heaps) ok = false;
+  if (ok && id >= u) {
     uint32_t step = rill_opt.commit_demand ? HEAPS_STEP : HEAPS_STEP_MAPPED;
     uint32_t to = (id + step) & ~(step - 1);
     if (to > max_heaps) to = max_heaps;
@@ -113,6 +115,32 @@ static bool heaps_commit(uint32_t id) {
   }
   spin_unlock(&heaps_commit_lock);
   return ok;
+}
+
+/* The largest count of heap records, 64 at least, whose table fits `budget`
+ * bytes; MAX_HEAPS without a limit. */
+static uint32_t heaps_within(size_t budget) {
+  uint32_t n = MAX_HEAPS;
+  while (n > 64 && (sizeof(heap_t) + sizeof(heap_lists_t)) * n > budget) n /= 2;
+  return n;
+}
+
+/* The program lowered its address-space limit (limits.c): the records past
+ * the count that start-up would have reserved under it go back, unless in
+ * use; threads past the last share a locked heap, as under a limit from the
+ * start. heaps_commit refuses a record past the cut to a thread that read
+ * max_heaps before it. */
+void heap_fit(size_t limit) {
+  if (!heaps) return;
+  spin_lock(&heaps_commit_lock);
+  uint32_t fit = heaps_within(limit / 16), usable = atomic_load_explicit(&heaps_usable, RLX);
+  if (fit < usable) fit = usable;
+  if (fit < max_heaps) {
+    os_give_back(heaps, fit * sizeof(heap_t), max_heaps * sizeof(heap_t));
+    os_give_back(heap_lists, fit * sizeof(heap_lists_t), max_heaps * sizeof(heap_lists_t));
+    __atomic_store_n(&max_heaps, fit, __ATOMIC_RELAXED);
+  }
+  spin_unlock(&heaps_commit_lock);
 }
 
 /* direct-map words of each small class: those (n + 7) / 8 of the sizes in
@@ -253,7 +281,7 @@ static heap_t *heap_new(void) {
     }
   }
   uint32_t id = atomic_fetch_add_explicit(&heaps_top, 1, RLX);
-  if (id >= max_heaps || !heaps_commit(id)) return NULL;
+  if (id >= __atomic_load_n(&max_heaps, __ATOMIC_RELAXED) || !heaps_commit(id)) return NULL;
   heap_reset(&heaps[id], id);
   return &heaps[id];
 }

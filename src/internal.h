@@ -591,6 +591,7 @@ uint32_t heap_count(void) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *large_alloc_moved(heap_t *h, size_t n) INTERNAL;
 bool heap_module_init(size_t budget) INTERNAL;
+void heap_fit(size_t limit) INTERNAL; /* limits.c: the program lowered RLIMIT_AS/DATA */
 heap_t *heap_new_variant(void) INTERNAL;
 void heap_fork_prepare(void) INTERNAL;
 void heap_fork_parent(void) INTERNAL;

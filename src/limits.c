@@ -13,8 +13,10 @@
  * limit with rill's reservation still counted; a call the kernel then refuses
  * has only cost the reservation, which grows back as needed. */
 static void fit_for(int resource, rlim_t cur) {
-  if ((resource == RLIMIT_AS || resource == RLIMIT_DATA) && cur != RLIM_INFINITY)
+  if ((resource == RLIMIT_AS || resource == RLIMIT_DATA) && cur != RLIM_INFINITY) {
     arena_fit((size_t)cur);
+    heap_fit((size_t)cur);
+  }
 }
 
 /* The C library's types: its resource is an enum, and the 64 names take
