@@ -126,14 +126,15 @@ static uint32_t heaps_within(size_t budget) {
 }
 
 /* The program lowered its address-space limit (limits.c): the records past
- * the count that start-up would have reserved under it go back, unless in
+ * the count that start-up would have reserved under it (HEAPS_SHARE) go back, unless in
  * use; threads past the last share a locked heap, as under a limit from the
  * start. heaps_commit refuses a record past the cut to a thread that read
  * max_heaps before it. */
 void heap_fit(size_t limit) {
   if (!heaps) return;
   spin_lock(&heaps_commit_lock);
-  uint32_t fit = heaps_within(limit / 16), usable = atomic_load_explicit(&heaps_usable, RLX);
+  uint32_t fit = heaps_within(limit / HEAPS_SHARE),
+           usable = atomic_load_explicit(&heaps_usable, RLX);
   if (fit < usable) fit = usable;
   if (fit < max_heaps) {
     os_give_back(heaps, fit * sizeof(heap_t), max_heaps * sizeof(heap_t));

@@ -278,7 +278,7 @@ static size_t pow2_below(size_t n) {
 static bool reserve(void) {
   /* Under an address-space limit (ulimit -v), or a data limit (ulimit -d,
    * which counts private writable mappings since Linux 4.7), the arena takes
-   * at most half of it and the heap table a sixteenth: the rest is the
+   * at most half of it and the heap table a 128th (HEAPS_SHARE): the rest is the
    * program's, for its thread stacks, its libraries and its other mappings. */
   size_t limit = SIZE_MAX;
   const int which[] = {RLIMIT_AS, RLIMIT_DATA};
@@ -288,7 +288,7 @@ static bool reserve(void) {
       limit = (size_t)rl.rlim_cur;
   }
   arena_setup(); /* the page size, which RILL_COMMIT's commits round to */
-  if (!heap_module_init(limit / 16)) return false;
+  if (!heap_module_init(limit / HEAPS_SHARE)) return false;
   /* Half the limit in whole largest spans, then the powers of two below it
    * (1 TiB and down without a limit). Powers of two alone gave a 3 GiB
    * limit a 1 GiB arena, and a 3.8 GiB one too: a program under ulimit -v

@@ -590,6 +590,11 @@ uint32_t heap_young_live(void) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *large_alloc_moved(heap_t *h, size_t n) INTERNAL;
+/* Under an address-space limit the thread-heap records take at most this
+ * share of it: 1/128 (24 MiB of a 3 GiB limit, 8,192 records) is room for
+ * more threads than the limit has room for stacks of 8 MiB, where a
+ * sixteenth reserved 152 MiB of it. */
+#define HEAPS_SHARE 128
 bool heap_module_init(size_t budget) INTERNAL;
 void heap_fit(size_t limit) INTERNAL; /* limits.c: the program lowered RLIMIT_AS/DATA */
 heap_t *heap_new_variant(void) INTERNAL;
