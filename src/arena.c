@@ -211,6 +211,15 @@ uint64_t os_now_ms(void) {
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
+/* Arena bytes [from, from + len) from base, as a new stretch: never in
+ * transparent huge pages, except past HUGE_START with RILL_HUGEPAGES=1. */
+static void arena_advise(uintptr_t base, size_t from, size_t len) {
+  sys_advise((void *)(base + from), len, MADV_NOHUGEPAGE);
+  size_t h = from > HUGE_START ? from : HUGE_START;
+  if (rill_opt.hugepages && from + len > h)
+    sys_advise((void *)(base + h), from + len - h, MADV_HUGEPAGE);
+}
+
 /* Where an arena that may grow (arena_grow) asks to go: somewhere in
  * [1 TiB, 8 TiB), slot aligned, chosen at random (the kernel's own choice is
  * random too). The kernel maps new ranges top down from just below the
@@ -304,8 +313,7 @@ bool arena_init(size_t size, size_t max) {
    * RILL_HUGEPAGES=1 (Streamflow §3.2 superpages) only the arena beyond
    * its first HUGE_START bytes asks for them, so small programs, which
    * never reach it, do not balloon. */
-  sys_advise((void *)base, size, MADV_NOHUGEPAGE);
-  if (rill_opt.hugepages) sys_advise((void *)(base + HUGE_START), size - HUGE_START, MADV_HUGEPAGE);
+  arena_advise(base, 0, size);
   sys_advise(meta, meta_bytes, MADV_NOHUGEPAGE);
   sys_advise(heads, heads_bytes, MADV_NOHUGEPAGE);
   rill_arena.base = base;
@@ -512,8 +520,7 @@ static bool arena_grow(size_t end) {
         (void)syscall(SYS_mlock2, p, len, 1 /* MLOCK_ONFAULT */);
       }
       sys_advise(p, len, MADV_DONTDUMP); /* as reserve_at: arena_cover lets it in */
-      sys_advise(p, len, MADV_NOHUGEPAGE);
-      if (rill_opt.hugepages) sys_advise(p, len, MADV_HUGEPAGE); /* past HUGE_START */
+      arena_advise(rill_arena.base, have << SLOT_SHIFT, len);
       os_reserved_grow(want, len);
       __atomic_store_n(&rill_arena.size, rill_arena.size + len, __ATOMIC_RELAXED);
       __atomic_store_n(&rill_arena.nslots, have + step, __ATOMIC_RELEASE);
