@@ -487,48 +487,47 @@ void arena_fork_child(void) {
 }
 
 /* The arena, full, reserves more address space right above its end, so
- * that slots up to `end` exist: a quarter more (in whole largest spans), or
- * just what `end` needs if the kernel refuses that, never past the tables'
- * max_slots. Only under an address-space limit, where the arena starts at
- * half the limit (rill_init): it grows until the limit stops it, as other
- * allocators' heaps do, instead of failing small blocks at half of it. An
- * arena at the kernel's own address usually has a mapping right above it,
- * and one at arena_hint has room. Under cover_lock. */
+ * that slots up to `end` exist: what `end` needs, in whole largest spans,
+ * never past the tables' max_slots. Only under an address-space limit,
+ * where the arena starts at half the limit (rill_init): it grows until the
+ * limit stops it, as other allocators' heaps do, instead of failing small
+ * blocks at half of it. It grows by 32 MiB, not by a share of its size:
+ * what it reserves and does not use is address space the program's thread
+ * stacks and mappings cannot have (a quarter at a time left 141 MiB unused
+ * over 800 MiB of 100,000-byte blocks under a 1 GiB limit, room for 17
+ * stacks), and a 32 MiB step costs one mmap per 8,192 page faults. An arena
+ * at the kernel's own address usually has a mapping right above it, and
+ * one at arena_hint has room. Under cover_lock. */
 #define GROW_UNIT ((size_t)1 << MAX_ORDER) /* slots in a largest span, 32 MiB */
 static bool arena_grow(size_t end) {
   size_t have = rill_arena.nslots, max = rill_arena.max_slots;
   if (end <= have) return true;
   if (end > max) return false;
-  size_t need = (end - have + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
-  size_t step = (have / 4 + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
-  if (step < need) step = need;
-  for (int tries = 0; tries < 2; tries++, step = need) {
-    if (step > max - have) step = max - have;
-    void *want = (void *)(rill_arena.base + (have << SLOT_SHIFT));
-    size_t len = step << SLOT_SHIFT;
-    /* without access first: under mlockall(MCL_FUTURE) a writable mapping
-     * is locked and faulted in whole (the reservation problem of mlock.c
-     * again), one without access is not; unlocked, it can take its access
-     * without being populated, then lock its pages as they are touched */
-    bool locked = os_future_locked();
-    void *p = sys_map(want, len, locked ? PROT_NONE : reserve_prot(),
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE);
-    if (p == want) {
-      if (locked) {
-        (void)syscall(SYS_munlock, p, len);
-        if (reserve_prot() != PROT_NONE) sys_protect(p, len, reserve_prot());
-        (void)syscall(SYS_mlock2, p, len, 1 /* MLOCK_ONFAULT */);
-      }
-      sys_advise(p, len, MADV_DONTDUMP); /* as reserve_at: arena_cover lets it in */
-      arena_advise(rill_arena.base, have << SLOT_SHIFT, len);
-      os_reserved_grow(want, len);
-      __atomic_store_n(&rill_arena.size, rill_arena.size + len, __ATOMIC_RELAXED);
-      __atomic_store_n(&rill_arena.nslots, have + step, __ATOMIC_RELEASE);
-      return true;
+  size_t step = (end - have + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
+  if (step > max - have) step = max - have;
+  void *want = (void *)(rill_arena.base + (have << SLOT_SHIFT));
+  size_t len = step << SLOT_SHIFT;
+  /* without access first: under mlockall(MCL_FUTURE) a writable mapping
+   * is locked and faulted in whole (the reservation problem of mlock.c
+   * again), one without access is not; unlocked, it can take its access
+   * without being populated, then lock its pages as they are touched */
+  bool locked = os_future_locked();
+  void *p = sys_map(want, len, locked ? PROT_NONE : reserve_prot(),
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE);
+  if (p == want) {
+    if (locked) {
+      (void)syscall(SYS_munlock, p, len);
+      if (reserve_prot() != PROT_NONE) sys_protect(p, len, reserve_prot());
+      (void)syscall(SYS_mlock2, p, len, 1 /* MLOCK_ONFAULT */);
     }
-    if (p != MAP_FAILED) (void)syscall(SYS_munmap, p, len); /* a kernel that took a hint */
-    if (step == need) break;
+    sys_advise(p, len, MADV_DONTDUMP); /* as reserve_at: arena_cover lets it in */
+    arena_advise(rill_arena.base, have << SLOT_SHIFT, len);
+    os_reserved_grow(want, len);
+    __atomic_store_n(&rill_arena.size, rill_arena.size + len, __ATOMIC_RELAXED);
+    __atomic_store_n(&rill_arena.nslots, have + step, __ATOMIC_RELEASE);
+    return true;
   }
+  if (p != MAP_FAILED) (void)syscall(SYS_munmap, p, len); /* a kernel that took a hint */
   return false;
 }
 

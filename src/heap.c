@@ -857,7 +857,8 @@ static span_t *run_for(heap_t *h, size_t n, bool own) {
   if (sp) return sp;
   pool_spill(n, h->id);
   pool_purge_stale(); /* the wilderness next, maybe: growing */
-  return run_get(n, h->id, own);
+  sp = run_get(n, h->id, own);
+  return sp || own ? sp : run_get_last(n, h->id);
 }
 
 static size_t heap_sweep(heap_t *h);
@@ -910,9 +911,10 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
         sp = pool_fresh(o, &h->chunk);
         /* The arena is used up (under ulimit -v, or past 1 TiB): a free run
          * that large blocks and big classes left ("Free runs do not serve
-         * small classes", design.md), cut to the span, before ENOMEM. It
-         * goes back to the runs when it empties (pool_put). */
-        if (!sp) sp = run_get_free((size_t)1 << o, h->id, false);
+         * small classes", design.md), or the runs' unused wilderness, cut
+         * to the span, before ENOMEM. It goes back to the runs when it
+         * empties (pool_put). */
+        if (!sp) sp = run_get_last((size_t)1 << o, h->id);
       }
     }
     /* never-used memory, from the pool or the chunk: idle owners' spans may

@@ -416,6 +416,7 @@ void run_zero(span_t *sp, char *p, size_t n) INTERNAL;
 #define RUN_SHARDS 8 /* free runs' locks and bins (runs.c) */
 span_t *run_get(size_t n, uint32_t home, bool own) INTERNAL;
 span_t *run_get_free(size_t n, uint32_t home, bool own) INTERNAL;
+span_t *run_get_last(size_t n, uint32_t home) INTERNAL;
 void run_adopt(span_t *sp, uint32_t home) INTERNAL;
 size_t pool_spill(size_t want, uint32_t home) INTERNAL;
 void run_put(span_t *sp) INTERNAL;

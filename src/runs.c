@@ -388,6 +388,17 @@ static span_t *fit(shard_t *sh, size_t n, unsigned b) {
  * (64-256 KiB at one thread: peak RSS 23 -> 35 MiB). */
 #define CHUNK 2048
 
+/* A chunk under an address-space limit: at most a 64th of the limit (the
+ * tables' max_slots), as a power of two, 2 MiB at least. Each shard's
+ * wilderness is arena the arena grows into (arena_grow) and the program's
+ * thread stacks and mappings then cannot have: eight shards' 32 MiB took a
+ * third of a 768 MiB limit. Without a limit, max_slots is the 1 TiB arena. */
+static size_t wild_chunk(void) {
+  size_t c = CHUNK;
+  while (c > 128 && c > rill_arena.max_slots / 64) c >>= 1;
+  return c;
+}
+
 /* RILL_COMMIT: the wilderness writable up to slot `end`, 2 MiB ahead at
  * least, so a 32 MiB chunk is charged as it is cut (a program whose threads
  * each had a few 8 KiB blocks was charged 32 MiB per shard), in a dozen
@@ -403,11 +414,21 @@ static bool wild_commit(shard_t *sh, size_t end) {
   return true;
 }
 
+/* Under sh's lock: n never-used slots from the low end of sh's wilderness,
+ * which holds them; 0 if they cannot be made writable. */
+static size_t wild_cut(shard_t *sh, size_t n) {
+  if (!wild_commit(sh, sh->wild + n)) return 0;
+  size_t i = sh->wild;
+  sh->wild += n;
+  arena_grown(n);
+  return i;
+}
+
 /* Under sh's lock: n never-used slots from sh's wilderness, refilled from
  * the arena's top; 0 if the arena is spent. */
 static size_t wild_take(shard_t *sh, size_t n) {
   if (sh->wild_end - sh->wild < n) {
-    size_t m = (n + CHUNK - 1) & ~(size_t)(CHUNK - 1), i = arena_take(m);
+    size_t c = wild_chunk(), m = (n + c - 1) & ~(c - 1), i = arena_take(m);
     if (!i && m > n) i = arena_take(m = n); /* the arena's last slots */
     if (!i) return 0;
     if (i != sh->wild_end) { /* not contiguous: the old rest becomes a free run */
@@ -417,11 +438,7 @@ static size_t wild_take(shard_t *sh, size_t n) {
     }
     sh->wild_end = i + m;
   }
-  if (!wild_commit(sh, sh->wild + n)) return 0;
-  size_t i = sh->wild;
-  sh->wild += n;
-  arena_grown(n);
-  return i;
+  return wild_cut(sh, n);
 }
 
 /* Under sh's lock: grows the wilderness's first run (it ends at sh->wild)
@@ -493,6 +510,26 @@ span_t *run_get(size_t n, uint32_t home, bool own) {
 /* A free run only, never the wilderness (run_get otherwise). */
 span_t *run_get_free(size_t n, uint32_t home, bool own) {
   return run_take(n, home, own, false);
+}
+
+/* The arena is used up (under an address-space limit): a free run of any
+ * shard, else n slots of any shard's wilderness. Each shard holds up to a
+ * chunk (32 MiB) of never-used slots that only its own threads' large runs
+ * are cut from, so with the arena spent small classes failed with ENOMEM
+ * while up to RUN_SHARDS chunks sat unused. */
+span_t *run_get_last(size_t n, uint32_t home) {
+  span_t *sp = run_take(n, home, false, false);
+  for (unsigned k = 0; !sp && k < RUN_SHARDS; k++) {
+    shard_t *sh = &shards[(home + k) % RUN_SHARDS];
+    spin_lock(&sh->lock);
+    size_t i = sh->wild_end - sh->wild >= n ? wild_cut(sh, n) : 0;
+    if (i) {
+      sp = claim(sh, i, n);
+      sp->fresh = 1;
+    }
+    spin_unlock(&sh->lock);
+  }
+  return sp;
 }
 
 /* A pooled span that holds pages, taken from the pool by pool_spill,

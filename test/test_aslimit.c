@@ -77,6 +77,13 @@ static int child_fits(size_t limit) {
   rill_stats_get(&st);
   size_t grown = (size_t)st.bytes_reserved;
   CHECK(grown > arena, "the arena did not grow past %zu MiB", arena >> 20);
+  /* by 32 MiB at a time, not a share of its size, and with the runs' wilderness (one
+   * shard's here, for the index array) at most a 64th of the limit: what it reserves past
+   * what the blocks and the index array need is address space the program's thread stacks
+   * cannot have (a quarter at a time and 32 MiB wildernesses left 39-179 MiB unused here) */
+  size_t need = nsmall * 1024 + nsmall * sizeof *small;
+  CHECK(grown < need + 32 * MiB + limit / 64, "the arena grew to %zu MiB for %zu MiB of blocks",
+        grown >> 20, need >> 20);
   /* threads */
   pthread_t t[8];
   for (uintptr_t i = 0; i < 8; i++)
@@ -184,6 +191,46 @@ static int child_most(size_t limit) {
   printf("limit %zu MiB until ENOMEM: %zu MiB in blocks of 1,000 B, %zu MiB of 64 KiB, %zu MiB "
          "of 1,000 B again\n",
          limit >> 20, got[0] >> 20, got[1] >> 20, got[2] >> 20);
+  return atomic_load(&t_failures) != 0;
+}
+
+/* Under the limit: eight threads each hold a 300 KB block at once, so that up to eight of
+ * the runs' shards each take a 32 MiB chunk of the arena for its never-used slots (the
+ * wilderness), then free them; small blocks must fill most of the limit all the same. The
+ * wildernesses served only their own shards' large runs, so small blocks failed with 248 MiB
+ * of them unused (432 MiB of 768 filled). */
+enum { HOLDERS = 8 };
+static pthread_barrier_t holders_met;
+static void *holder(void *arg) {
+  unsigned char *volatile p = malloc(300000);
+  CHECK(p != NULL, "thread %zu: malloc(300000)", (size_t)arg);
+  if (p) memset(p, 1, 300000);
+  pthread_barrier_wait(&holders_met);
+  free(p);
+  return NULL;
+}
+
+static int child_shards(size_t limit) {
+  pthread_t t[HOLDERS];
+  pthread_barrier_init(&holders_met, NULL, HOLDERS + 1);
+  for (size_t i = 0; i < HOLDERS; i++)
+    CHECK(pthread_create(&t[i], NULL, holder, (void *)i) == 0, "thread %zu", i);
+  pthread_barrier_wait(&holders_met);
+  for (size_t i = 0; i < HOLDERS; i++) pthread_join(t[i], NULL);
+  size_t cap = limit / 1000;
+  void **b =
+      mmap(NULL, cap * sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(b != MAP_FAILED, "index array");
+  if (b == MAP_FAILED) return 1;
+  size_t n = fill_until_null(b, cap, 1000);
+  CHECK(n * 1000 >= limit / 10 * 7,
+        "%zu MiB in blocks of 1,000 B under a %zu MiB limit, after "
+        "%d threads' 300 KB blocks",
+        n * 1000 >> 20, limit >> 20, HOLDERS);
+  for (size_t i = 0; i < n; i++) free(b[i]);
+  printf("limit %zu MiB, after %d threads' 300 KB blocks: %zu MiB in blocks of 1,000 B until "
+         "ENOMEM\n",
+         limit >> 20, HOLDERS, n * 1000 >> 20);
   return atomic_load(&t_failures) != 0;
 }
 
@@ -331,6 +378,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "tiny") == 0) return child_tiny();
   if (argc == 3 && strcmp(argv[1], "most") == 0) return child_most(strtoull(argv[2], NULL, 10));
   if (argc == 3 && strcmp(argv[1], "race") == 0) return child_race(strtoull(argv[2], NULL, 10));
+  if (argc == 3 && strcmp(argv[1], "shards") == 0) return child_shards(strtoull(argv[2], NULL, 10));
   if (argc == 3 && strcmp(argv[1], "later") == 0) return child_later(strtoull(argv[2], NULL, 10));
   static char err[8192];
   const size_t limits[] = {384 * MiB, 768 * MiB, 3072 * MiB};
@@ -343,6 +391,11 @@ int main(int argc, char **argv) {
     int rc = run_limited("/proc/self/exe", "most", RLIMIT_AS, most[i], err, sizeof err);
     CHECK(rc == 0, "filling a %zu MiB limit: exit %d; stderr:\n%s", most[i] >> 20, rc, err);
   }
+  int rcs = run_limited("/proc/self/exe", "shards", RLIMIT_AS, 768 * MiB, err, sizeof err);
+  CHECK(rcs == 0,
+        "small blocks after large ones in eight threads, under a 768 MiB limit: exit "
+        "%d; stderr:\n%s",
+        rcs, err);
   int rcr = run_limited("/proc/self/exe", "race", RLIMIT_AS, 768 * MiB, err, sizeof err);
   CHECK(rcr == 0, "threads filling a 768 MiB limit: exit %d; stderr:\n%s", rcr, err);
   /* no limit at start, then one the program sets itself */
