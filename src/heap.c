@@ -851,14 +851,19 @@ static span_t *shared_adopt(heap_t *h, unsigned cls) {
 
 /* A run of n slots: a free run, else one made of pooled spans that hold
  * pages (pool_spill), else never-used slots (run_get tries the free runs
- * again before it cuts the wilderness). */
+ * again before it cuts the wilderness). With the arena spent: any shard's
+ * free run or wilderness, then pooled spans with or without pages, until
+ * they make a run of n or the pool is empty. */
 static span_t *run_for(heap_t *h, size_t n, bool own) {
   span_t *sp = run_get_free(n, h->id, own);
   if (sp) return sp;
   pool_spill(n, h->id);
   pool_purge_stale(); /* the wilderness next, maybe: growing */
   sp = run_get(n, h->id, own);
-  return sp || own ? sp : run_get_last(n, h->id);
+  if (sp || own) return sp;
+  while (!(sp = run_get_last(n, h->id)) && pool_spill_spent(n, h->id)) {
+  }
+  return sp;
 }
 
 static size_t heap_sweep(heap_t *h);

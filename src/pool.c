@@ -583,6 +583,32 @@ size_t pool_spill(size_t want, uint32_t home) {
   return got;
 }
 
+/* The arena is spent (under an address-space limit, or past 1 TiB): pooled
+ * spans become free runs whether or not they hold pages, lowest address
+ * first, up to twice the slots wanted. pool_spill leaves purged spans to the
+ * small classes, since faulting them in costs the same as never-used memory;
+ * with none of that left, a program that freed 676 MiB of 1,000-byte blocks
+ * under a 768 MiB limit and waited out the purge delay got 12 MiB of 64 KiB
+ * blocks. A decommitted stretch (RILL_COMMIT) is made writable first, as
+ * pool_take does. Returns the slots handed over. */
+size_t pool_spill_spent(size_t want, uint32_t home) {
+  size_t got = 0;
+  unsigned stripe = cpu_stripe();
+  for (int o = POOL_ORDERS - 1; o >= 0 && got < 2 * want; o--) {
+    span_t *sp;
+    while (got < 2 * want && (sp = pool_pop((unsigned)o, stripe)) != NULL) {
+      if (unlikely(rill_opt.commit_demand) && atomic_load_explicit(&sp->gone_n, RLX) &&
+          !pool_recommit(sp)) {
+        map_push(&maps[stripe][o], sp);
+        return got;
+      }
+      got += span_nslots(sp);
+      run_adopt(sp, home);
+    }
+  }
+  return got;
+}
+
 void pool_put(span_t *sp) {
   dbg_empty(sp, "span pooled with a block out");
   dbg_event(sp, EV_POOL);
