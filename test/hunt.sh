@@ -22,20 +22,22 @@ esac
 
 # shellcheck source=test/debug_cc.sh
 . "$ROOT/test/debug_cc.sh"
-build() { # name, extra flags... (kept if DIR already holds it, newer than every source:
-  # test/run.sh passes the directory where it has just built the same two drivers)
-  local out="$DIR/$1"
-  shift
-  if [ -x "$out" ] && [ -z "$(find "$ROOT/src" "$ROOT/include" "$ROOT/test/stress.c" \
+build() { # name, driver, extra flags... (kept if DIR already holds it, newer than every
+  # source: test/run.sh passes the directory where it has just built the same drivers)
+  local out="$DIR/$1" main="$ROOT/test/$2"
+  shift 2
+  if [ -x "$out" ] && [ -z "$(find "$ROOT/src" "$ROOT/include" "$main" \
     "$ROOT/test/rill_test.h" "$ROOT/test/debug_cc.sh" -newer "$out" -print -quit)" ]; then
     return 0
   fi
-  debug_cc "$ROOT" "$out" "$ROOT/test/stress.c" "$@"
+  debug_cc "$ROOT" "$out" "$main" "$@"
 }
 # the plain debug build, and one with the race windows (a yield at each point where another
 # thread's step matters; docs/testing.md, "Two races the windows found")
-build stress_debug || exit 2
-build stress_debug_windows -DRILL_RACE_WINDOWS || exit 2
+build stress_debug stress.c || exit 2
+build stress_debug_windows stress.c -DRILL_RACE_WINDOWS || exit 2
+# and test_aslimit, whose fill rounds and racing threads spend the arena under a limit
+build aslimit_debug test_aslimit.c || exit 2
 
 pick() { # one of the arguments, at random
   local a=("$@")
@@ -55,6 +57,10 @@ while [ "$(date +%s)" -lt "$end" ]; do
   seed=$((RANDOM * 32768 + RANDOM))
   cmd="env $opts $DIR/$exe --mode $mode --threads $(pick 2,8,33 1,4,16 3,64) --ops 200000"
   cmd+=" --items 100000 --churn 2000 --forks 8 --relay-ms 1000 --seed $seed"
+  if [ $((RANDOM % 6)) = 0 ]; then # one run in six: the arena spent under a limit
+    limit=$(pick 805306368 1073741824 3221225472)
+    cmd="prlimit --as=$limit env $opts $DIR/aslimit_debug $(pick most race) $limit"
+  fi
   echo "$runs $cmd" >>"$log"
   # shellcheck disable=SC2086
   if ! out=$(timeout 300 $cmd 2>&1); then

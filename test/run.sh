@@ -364,6 +364,15 @@ if step "RILL_DEBUG build (test_lend)" "$LOGS/debug-build-lend.log" \
   step "RILL_DEBUG lend race" "$LOGS/debug-lend.log" \
     env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=8 "$DBG/lend_debug" --race
 fi
+# the arena spent under an address-space limit: free runs, wildernesses and pooled spans cut
+# for the other kind of block, with the shadow bytes checked (test_aslimit's fill rounds with
+# the purge at once, and eight threads racing to their first NULL)
+if step "RILL_DEBUG build (test_aslimit)" "$LOGS/debug-build-aslimit.log" \
+  debug_cc "$ROOT" "$DBG/aslimit_debug" "$ROOT/test/test_aslimit.c"; then
+  step "RILL_DEBUG address-space limit" "$LOGS/debug-aslimit.log" \
+    bash -c "ulimit -v 786432 && RILL_PURGE_DELAY_MS=0 '$DBG/aslimit_debug' most 805306368 &&
+      '$DBG/aslimit_debug' race 805306368"
+fi
 # the same driver again and again with a random mode, seed and mix of RILL_* options
 # (test/hunt.sh, also a tool of its own for hours-long hunts)
 step "RILL_DEBUG hunt: random options for $HUNT_S s" "$LOGS/debug-hunt.log" \

@@ -19,16 +19,16 @@ static void *worker(void *arg) {
   for (int i = 0; i < 20000; i++) {
     seed = seed * 1103515245u + 12345u;
     unsigned k = (seed >> 8) % 64;
-    free(held[k]);
+    T_free(held[k]);
     size_t n = 16 + (seed >> 16) % 2000;
-    held[k] = malloc(n);
+    held[k] = T_malloc(n);
     if (!held[k]) {
       FAIL("a thread's malloc(%zu) failed", n);
       return NULL;
     }
     memset(held[k], (int)k, n);
   }
-  for (unsigned k = 0; k < 64; k++) free(held[k]);
+  for (unsigned k = 0; k < 64; k++) T_free(held[k]);
   return NULL;
 }
 
@@ -53,7 +53,7 @@ static uintptr_t arena_end(const void *p) {
  * get mappings of their own. Every block keeps its bytes. */
 static int child_fits(size_t limit) {
   struct rill_stats st;
-  void *first = malloc(64); /* rill starts up under the limit */
+  void *first = T_malloc(64); /* rill starts up under the limit */
   rill_stats_get(&st);
   size_t arena = (size_t)st.bytes_reserved;
   /* half the limit in whole 32 MiB spans, not the power of two below it (a 3 GiB limit took
@@ -63,12 +63,12 @@ static int child_fits(size_t limit) {
         limit >> 20);
   /* a sixteenth of the limit past the arena's first half: it must grow (before, these failed) */
   size_t nsmall = (limit / 2 + limit / 16) / 1024, nlarge = limit / MiB;
-  unsigned char **small = malloc(nsmall * sizeof *small);
-  unsigned char **large = calloc(nlarge, sizeof *large);
+  unsigned char **small = T_malloc(nsmall * sizeof *small);
+  unsigned char **large = T_calloc(nlarge, sizeof *large);
   CHECK(small && large, "index arrays");
   if (!small || !large) return 1;
   for (size_t i = 0; i < nsmall; i++) {
-    small[i] = malloc(1024);
+    small[i] = T_malloc(1024);
     CHECK(small[i] != NULL, "small block %zu of %zu (arena %zu MiB at start)", i, nsmall,
           arena >> 20);
     if (!small[i]) return 1;
@@ -80,9 +80,11 @@ static int child_fits(size_t limit) {
   /* by 32 MiB at a time, not a share of its size, and with the runs' wilderness (one
    * shard's here, for the index array) at most a 64th of the limit: what it reserves past
    * what the blocks and the index array need is address space the program's thread stacks
-   * cannot have (a quarter at a time and 32 MiB wildernesses left 39-179 MiB unused here) */
+   * cannot have. A quarter at a time and 32 MiB wildernesses left 179 MiB unused under 3 GiB;
+   * a step is 32 MiB, and heap chunks and the wilderness's rest take a few MiB more (under
+   * RILL_COMMIT=demand, 1 MiB chunks: 39 MiB under 384 MiB) */
   size_t need = nsmall * 1024 + nsmall * sizeof *small;
-  CHECK(grown < need + 32 * MiB + limit / 64, "the arena grew to %zu MiB for %zu MiB of blocks",
+  CHECK(grown < need + 36 * MiB + limit / 64, "the arena grew to %zu MiB for %zu MiB of blocks",
         grown >> 20, need >> 20);
   /* threads */
   pthread_t t[8];
@@ -98,7 +100,7 @@ static int child_fits(size_t limit) {
   CHECK(stop == (void *)end, "a page at the arena's end %#lx: %p", (unsigned long)end, stop);
   size_t used = 0, outside = 0;
   for (; used < nlarge && outside < 16 * MiB; used++) {
-    large[used] = malloc(MiB);
+    large[used] = T_malloc(MiB);
     CHECK(large[used] != NULL, "large block %zu (arena %zu MiB, %zu MiB outside it)", used,
           grown >> 20, outside >> 20);
     if (!large[used]) return 1;
@@ -115,7 +117,7 @@ static int child_fits(size_t limit) {
   unsigned char *mid[NMID];
   for (size_t i = 0; i < NMID; i++) {
     size_t n = i % 2 ? 64 * 1024 : 8 * 1024 + 8;
-    mid[i] = malloc(n);
+    mid[i] = T_malloc(n);
     CHECK(mid[i] != NULL, "block %zu of %zu B past the %zu MiB arena", i, n, grown >> 20);
     if (!mid[i]) return 1;
     memset(mid[i], (int)(i & 0xff), n);
@@ -125,32 +127,32 @@ static int child_fits(size_t limit) {
         "blocks of 8-64 KiB past the arena: %zu MiB mapped outside it, %zu before",
         (size_t)(st.huge_bytes >> 20), outside >> 20);
   for (size_t i = 0; i < NMID; i++) {
-    CHECK(mid[i][0] == (i & 0xff) && malloc_usable_size(mid[i]) >= (i % 2 ? 65536u : 8200u),
+    CHECK(mid[i][0] == (i & 0xff) && T_usable(mid[i]) >= (i % 2 ? 65536u : 8200u),
           "block %zu past the arena", i);
-    free(mid[i]);
+    T_free(mid[i]);
   }
   /* the arena is full: calloc, aligned and grown blocks take mappings of their own too */
-  unsigned char *z = calloc(1, 2 * MiB);
+  unsigned char *z = T_calloc(1, 2 * MiB);
   CHECK(z && first_nonzero(z, 2 * MiB) == SIZE_MAX, "calloc(2 MiB) past the arena: not zero");
-  void *al = aligned_alloc(MiB, MiB);
+  void *al = T_aligned_alloc(MiB, MiB);
   CHECK(al && ((uintptr_t)al & (MiB - 1)) == 0, "aligned_alloc(1 MiB, 1 MiB) past the arena: %p",
         al);
-  unsigned char *g = realloc(large[1], 3 * MiB);
+  unsigned char *g = T_realloc(large[1], 3 * MiB);
   CHECK(g && g[0] == 1 && g[MiB - 1] == 1, "realloc of a block past the arena lost its bytes");
   if (g) large[1] = g;
-  free(z);
-  free(al);
+  T_free(z);
+  T_free(al);
   for (size_t i = 0; i < nsmall; i++) {
     CHECK(small[i][0] == (i & 0xff) && small[i][1023] == (i & 0xff), "small block %zu", i);
-    free(small[i]);
+    T_free(small[i]);
   }
   for (size_t i = 0; i < used; i++) {
     CHECK(large[i][0] == (i & 0xff) && large[i][MiB - 1] == (i & 0xff), "large block %zu", i);
-    free(large[i]);
+    T_free(large[i]);
   }
-  free(small);
-  free(large);
-  free(first);
+  T_free(small);
+  T_free(large);
+  T_free(first);
   if (stop != MAP_FAILED) munmap(stop, (size_t)pg);
   printf("limit %zu MiB: arena %zu MiB at start, %zu MiB grown; %zu small and %zu large blocks "
          "(%zu MiB outside it)\n",
@@ -164,7 +166,7 @@ static int child_fits(size_t limit) {
 static size_t fill_until_null(void **b, size_t cap, size_t sz) {
   size_t n = 0;
   errno = 0;
-  while (n < cap && (b[n] = malloc(sz)) != NULL) memset(b[n++], 1, sz);
+  while (n < cap && (b[n] = T_malloc(sz)) != NULL) memset(b[n++], 1, sz);
   CHECK(n < cap && errno == ENOMEM, "%zu blocks of %zu B: errno %d", n, sz, errno);
   return n;
 }
@@ -184,11 +186,11 @@ static int child_most(size_t limit) {
     got[k] = n * sizes[k];
     CHECK(got[k] >= limit / 10 * (k == 0 ? 7 : 6),
           "%zu MiB in blocks of %zu B under a %zu MiB limit", got[k] >> 20, sizes[k], limit >> 20);
-    for (size_t i = 0; i < n; i++) free(b[i]);
+    for (size_t i = 0; i < n; i++) T_free(b[i]);
   }
-  void *again = malloc(1000);
+  void *again = T_malloc(1000);
   CHECK(again != NULL, "malloc after freeing everything");
-  free(again);
+  T_free(again);
   printf("limit %zu MiB until ENOMEM: %zu MiB in blocks of 1,000 B, %zu MiB of 64 KiB, %zu MiB "
          "of 1,000 B again\n",
          limit >> 20, got[0] >> 20, got[1] >> 20, got[2] >> 20);
@@ -203,11 +205,11 @@ static int child_most(size_t limit) {
 enum { HOLDERS = 8 };
 static pthread_barrier_t holders_met;
 static void *holder(void *arg) {
-  unsigned char *volatile p = malloc(300000);
+  unsigned char *volatile p = T_malloc(300000);
   CHECK(p != NULL, "thread %zu: malloc(300000)", (size_t)arg);
   if (p) memset(p, 1, 300000);
   pthread_barrier_wait(&holders_met);
-  free(p);
+  T_free(p);
   return NULL;
 }
 
@@ -228,7 +230,7 @@ static int child_shards(size_t limit) {
         "%zu MiB in blocks of 1,000 B under a %zu MiB limit, after "
         "%d threads' 300 KB blocks",
         n * 1000 >> 20, limit >> 20, HOLDERS);
-  for (size_t i = 0; i < n; i++) free(b[i]);
+  for (size_t i = 0; i < n; i++) T_free(b[i]);
   printf("limit %zu MiB, after %d threads' 300 KB blocks: %zu MiB in blocks of 1,000 B until "
          "ENOMEM\n",
          limit >> 20, HOLDERS, n * 1000 >> 20);
@@ -250,14 +252,14 @@ static void *racer(void *arg) {
   while (n < cap) {
     seed = seed * 1103515245u + 12345u;
     size_t sz = 16 + (seed >> 8) % (id % 2 ? 600 : 70000);
-    unsigned char *p = malloc(sz);
+    unsigned char *p = T_malloc(sz);
     if (!p) break;
     memset(p, (int)((n + id) & 0xff), sz < 256 ? sz : 256);
     b[n++] = p;
   }
   for (size_t i = 0; i < n; i++) {
     CHECK(b[i][0] == ((i + id) & 0xff), "thread %zu, block %zu of %zu: overwritten", id, i, n);
-    free(b[i]);
+    T_free(b[i]);
   }
   race_got[id] = n;
   munmap(b, cap * sizeof *b);
@@ -296,7 +298,7 @@ static size_t vm_size(void) { /* with open and read, which allocate nothing */
 }
 
 static int child_later(size_t limit) {
-  void *first = malloc(64);
+  void *first = T_malloc(64);
   size_t before = vm_size();
   struct rlimit rl = {limit, limit};
   CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s", strerror(errno));
@@ -318,9 +320,9 @@ static int child_later(size_t limit) {
   void *m = mmap(NULL, 64 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CHECK(m != MAP_FAILED, "mmap of 64 MiB under the new limit: %s", strerror(errno));
   if (m != MAP_FAILED) munmap(m, 64 * MiB);
-  unsigned char *big = malloc(100 * MiB);
+  unsigned char *big = T_malloc(100 * MiB);
   CHECK(big != NULL, "malloc(100 MiB) under the new limit");
-  free(big);
+  T_free(big);
   size_t cap = limit / 1000;
   void **b =
       mmap(NULL, cap * sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -329,8 +331,8 @@ static int child_later(size_t limit) {
   size_t n = fill_until_null(b, cap, 1000);
   CHECK(n * 1000 >= limit / 2, "%zu MiB in blocks of 1,000 B under a %zu MiB limit set late",
         n * 1000 >> 20, limit >> 20);
-  for (size_t i = 0; i < n; i++) free(b[i]);
-  free(first);
+  for (size_t i = 0; i < n; i++) T_free(b[i]);
+  T_free(first);
   printf("a %zu MiB limit set at run time: address space %zu -> %zu MiB, then %zu MiB in blocks "
          "of 1,000 B until ENOMEM\n",
          limit >> 20, before >> 20, after >> 20, n * 1000 >> 20);
@@ -341,7 +343,7 @@ static int child_later(size_t limit) {
 static int child_tiny(void) {
   for (int i = 0; i < 100; i++) {
     errno = 0;
-    void *p = malloc(16);
+    void *p = T_malloc(16);
     if (p != NULL || errno != ENOMEM) return 1;
   }
   return 0;
