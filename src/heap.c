@@ -853,7 +853,9 @@ static span_t *shared_adopt(heap_t *h, unsigned cls) {
  * pages (pool_spill), else never-used slots (run_get tries the free runs
  * again before it cuts the wilderness). With the arena spent: any shard's
  * free run or wilderness, then pooled spans with or without pages, until
- * they make a run of n or the pool is empty. */
+ * they make a run of n or the pool is empty, then what purge passes in
+ * flight had out (twice at most: a purger at a short delay is always in
+ * one). */
 static span_t *run_for(heap_t *h, size_t n, bool own) {
   span_t *sp = run_get_free(n, h->id, own);
   if (sp) return sp;
@@ -861,8 +863,8 @@ static span_t *run_for(heap_t *h, size_t n, bool own) {
   pool_purge_stale(); /* the wilderness next, maybe: growing */
   sp = run_get(n, h->id, own);
   if (sp || own) return sp;
-  while (!(sp = run_get_last(n, h->id)) && pool_spill_spent(n, h->id)) {
-  }
+  for (int waits = 0; !(sp = run_get_last(n, h->id));)
+    if (!pool_spill_spent(n, h->id) && (waits++ == 2 || !pool_purge_wait())) break;
   return sp;
 }
 
@@ -920,6 +922,8 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
          * to the span, before ENOMEM. It goes back to the runs when it
          * empties (pool_put). */
         if (!sp) sp = run_get_last((size_t)1 << o, h->id);
+        if (!sp && pool_purge_wait() && !(sp = pool_take(o))) /* what a pass had out */
+          sp = run_get_last((size_t)1 << o, h->id);
       }
     }
     /* never-used memory, from the pool or the chunk: idle owners' spans may
@@ -1552,13 +1556,21 @@ static void *large_place(heap_t *h, size_t n, size_t align, bool *zeroed, bool o
   if (n == 0) n = 1; /* an aligned empty object must still lie inside its span */
   size_t need = n + (align > SLOT_SIZE ? align - SLOT_SIZE : 0);
   if (need > LARGE_MAX || need < n) {
-    *zeroed = true;
-    return huge_alloc(n, align);
+    void *p = huge_alloc(n, align);
+    /* Refused a mapping of its own (the address-space limit, with the arena
+     * holding what it grew into): a run of the arena's free memory, if it
+     * has one. glibc's and mimalloc's freed heaps make room for such a block;
+     * rill's arena, filled and freed under 768 MiB, gave no 100 MiB block. */
+    if (p || need < n ||
+        need >> SLOT_SHIFT >= __atomic_load_n(&rill_arena.nslots, __ATOMIC_RELAXED)) {
+      *zeroed = true;
+      return p;
+    }
   }
   span_t *sp = run_for(h, run_slots(need), own);
   if (unlikely(!sp)) { /* the arena is full (a small one, under ulimit -v): a mapping of its own */
     *zeroed = true;
-    return huge_alloc(n, align);
+    return need > LARGE_MAX ? NULL : huge_alloc(n, align);
   }
   uintptr_t start = span_start(sp), obj = start;
   if (align > SLOT_SIZE) obj = (start + align - 1) & ~(uintptr_t)(align - 1);

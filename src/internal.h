@@ -420,6 +420,7 @@ span_t *run_get_last(size_t n, uint32_t home) INTERNAL;
 void run_adopt(span_t *sp, uint32_t home) INTERNAL;
 size_t pool_spill(size_t want, uint32_t home) INTERNAL;
 size_t pool_spill_spent(size_t want, uint32_t home) INTERNAL;
+bool pool_purge_wait(void) INTERNAL;
 void run_put(span_t *sp) INTERNAL;
 bool run_resize(span_t *sp, size_t n) INTERNAL;
 size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) INTERNAL;

@@ -630,6 +630,22 @@ void pool_put(span_t *sp) {
   pool_tick(now);
 }
 
+/* The arena is spent and nothing fit: waits for a purge pass in flight, if
+ * any, and says so. A pass takes the runs and pooled spans it purges out of
+ * reach until their madvise returns, so a program that freed most of its
+ * limit, its runs merged into one, got ENOMEM for a small block while a
+ * purger at a 1 ms delay gave back 2.4 GiB (a hunt run of test_aslimit); the
+ * caller looks again. A pass holds purge_lock throughout. */
+bool pool_purge_wait(void) {
+  if (spin_trylock(&purge_lock)) {
+    spin_unlock(&purge_lock);
+    return false;
+  }
+  spin_lock(&purge_lock);
+  spin_unlock(&purge_lock);
+  return true;
+}
+
 /* rill_collect and malloc_trim: every pooled span, now, with MADV_DONTNEED
  * so the pages leave RSS at once. Spans popped meanwhile are not seen. */
 size_t pool_purge(void) {
