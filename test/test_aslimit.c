@@ -171,12 +171,19 @@ static size_t fill_until_null(void **b, size_t cap, size_t sz) {
   return n;
 }
 
-static int child_most(size_t limit) {
-  size_t cap = limit / 1000;
+/* An array of cap block pointers, mapped outside the allocator under test; NULL (a failed
+ * check) if the limit has no room for it. */
+static void **index_array(size_t cap) {
   void **b =
       mmap(NULL, cap * sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CHECK(b != MAP_FAILED, "index array");
-  if (b == MAP_FAILED) return 1;
+  CHECK(b != MAP_FAILED, "index array of %zu pointers", cap);
+  return b == MAP_FAILED ? NULL : b;
+}
+
+static int child_most(size_t limit) {
+  size_t cap = limit / 1000;
+  void **b = index_array(cap);
+  if (!b) return 1;
   /* small blocks, then 64 KiB ones (runs), then small ones again: the free runs the big
    * blocks left must serve the small classes once the arena cannot grow (they failed at once) */
   const size_t sizes[3] = {1000, 65536, 1000};
@@ -246,10 +253,8 @@ static int child_shards(size_t limit) {
   pthread_barrier_wait(&holders_met);
   for (size_t i = 0; i < HOLDERS; i++) pthread_join(t[i], NULL);
   size_t cap = limit / 1000;
-  void **b =
-      mmap(NULL, cap * sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CHECK(b != MAP_FAILED, "index array");
-  if (b == MAP_FAILED) return 1;
+  void **b = index_array(cap);
+  if (!b) return 1;
   size_t n = fill_until_null(b, cap, 1000);
   CHECK(n * 1000 >= limit / 10 * 7,
         "%zu MiB in blocks of 1,000 B under a %zu MiB limit, after "
@@ -349,10 +354,8 @@ static int child_later(size_t limit) {
   CHECK(big != NULL, "malloc(100 MiB) under the new limit");
   T_free(big);
   size_t cap = limit / 1000;
-  void **b =
-      mmap(NULL, cap * sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CHECK(b != MAP_FAILED, "index array");
-  if (b == MAP_FAILED) return 1;
+  void **b = index_array(cap);
+  if (!b) return 1;
   size_t n = fill_until_null(b, cap, 1000);
   CHECK(n * 1000 >= limit / 2, "%zu MiB in blocks of 1,000 B under a %zu MiB limit set late",
         n * 1000 >> 20, limit >> 20);
