@@ -228,7 +228,9 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
       /* a large block's run shrinks or grows in place when it can */
       old = sp->lsize;
       size_t need = sp->lobj + n;
-      if (n >= GROW_RUN_MIN && need <= LARGE_MAX && run_resize(sp, run_slots(need))) {
+      /* (a run past LARGE_MAX is a huge block the kernel would not map: large_place) */
+      if (n >= GROW_RUN_MIN && (need <= LARGE_MAX || old > LARGE_MAX) &&
+          run_resize(sp, run_slots(need))) {
         size_t pg = rill_arena.page;
         sp->lsize = (n + pg - 1) & ~(pg - 1);
         return p;
@@ -252,8 +254,17 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
     }
   } else {
     void *q;
+    size_t had = huge_usable(p);
     if (!huge_realloc(p, n, &q)) rill_invalid(fn, p);
-    if (!q) errno = ENOMEM;
+    if (q) return q;
+    /* the kernel refused the mremap (an address-space limit): a block
+     * wherever malloc finds room, the arena's free memory included (a buffer
+     * grown by a quarter at a time after 676 MiB of small blocks were freed
+     * under 768 MiB stopped at 11 MiB; glibc's reached 646) */
+    q = rill_malloc(n);
+    if (!q) return NULL;
+    memcpy(q, p, had < n ? had : n);
+    free_named(p, fn);
     return q;
   }
   void *q = n > old && n >= GROW_RUN_MIN ? malloc_moved(n) : rill_malloc(n);
