@@ -99,39 +99,48 @@ static _Atomic uint64_t *gone;
  * block freed and allocated every millisecond: all 4 MiB resident, nothing
  * purged; test_runs --aging). A slot dirty and in neither generation has
  * been free a whole delay, whatever its run's stamp says (scalloc §3.3:
- * empty memory goes back after a delay). All four tables in one
- * reservation. */
+ * empty memory goes back after a delay). */
 static _Atomic uint64_t *young[2];
+/* RILL_PURGE=free: dirty slots that a lazy pass has advised (MADV_FREE)
+ * since they came back, set by shard_purge and cleared by freed_mark. Such
+ * a slot may still hold data, so it stays dirty for calloc, but a pass
+ * need not advise it again. Without them, every span freed into a merged
+ * free run of GiBs gave the run pages again, and the next pass advised
+ * all its GiBs once more (a minute in madvise under a 3 GiB limit after a
+ * fill of 64 KiB blocks; test_runs --lazy). */
+static _Atomic uint64_t *lazied;
 static unsigned young_cur;    /* the generation frees mark; under every shard lock */
 static uint32_t young_turned; /* ms of the last turn; under the pool's purge lock */
 
+enum { MAPS = 5 };        /* the bitmaps above, in one reservation */
 static size_t dirty_done; /* slots whose bits are usable (os_commit_grow) */
 static bool dirty_commit(size_t slots) {
   size_t u = sizeof(uint64_t), from = (dirty_done + 63) / 64 * u, to = (slots + 63) / 64 * u;
-  if (!os_commit_grow((void *)dirty, from, to) || !os_commit_grow((void *)gone, from, to) ||
-      !os_commit_grow((void *)young[0], from, to) || !os_commit_grow((void *)young[1], from, to))
-    return false;
+  _Atomic uint64_t *maps[MAPS] = {dirty, gone, young[0], young[1], lazied};
+  for (unsigned k = 0; k < MAPS; k++)
+    if (!os_commit_grow((void *)maps[k], from, to)) return false;
   dirty_done = slots;
   return true;
 }
 
-/* arena_fit: the four bitmaps' words past `slots` (of `old`) go back. */
+/* arena_fit: the bitmaps' words past `slots` (of `old`) go back. */
 static void dirty_fit(size_t slots, size_t old) {
   size_t w0 = (slots + 63) / 64, w1 = (old + 63) / 64, u = sizeof(uint64_t);
-  _Atomic uint64_t *maps[4] = {dirty, gone, young[0], young[1]};
-  for (unsigned k = 0; k < 4; k++) os_give_back((void *)maps[k], w0 * u, w1 * u);
+  _Atomic uint64_t *maps[MAPS] = {dirty, gone, young[0], young[1], lazied};
+  for (unsigned k = 0; k < MAPS; k++) os_give_back((void *)maps[k], w0 * u, w1 * u);
   if (dirty_done > slots) dirty_done = slots;
 }
 
 bool runs_init(void) {
   for (unsigned k = 0; k < RUN_SHARDS; k++) shards[k].id = (uint8_t)(k + 1);
-  size_t words = (rill_arena.max_slots + 63) / 64, bytes = 4 * words * sizeof(uint64_t);
+  size_t words = (rill_arena.max_slots + 63) / 64, bytes = MAPS * words * sizeof(uint64_t);
   dirty = os_reserve(bytes);
   dirty_done = 0;
   if (dirty) {
     gone = dirty + words;
     young[0] = dirty + 2 * words;
     young[1] = dirty + 3 * words;
+    lazied = dirty + 4 * words;
   }
   if (dirty && arena_track(dirty_commit, dirty_fit)) return true;
   if (dirty) os_unmap((void *)dirty, bytes);
@@ -151,14 +160,18 @@ static void bits_mark(_Atomic uint64_t *map, size_t i, size_t n, bool on) {
   }
 }
 
-/* The first slot from i on, below end, whose bit is `on`; end if none.
- * With `aged`, a bit counts only where neither young generation has it. */
-static size_t scan(_Atomic uint64_t *map, size_t i, size_t end, bool on, bool aged) {
+/* What a scan of `map` leaves out: slots young (a bit counts only where
+ * neither generation has it) or lazily advised already. */
+enum { AGED = 1, UNADVISED = 2 };
+
+/* The first slot from i on, below end, whose bit is `on`; end if none. */
+static size_t scan(_Atomic uint64_t *map, size_t i, size_t end, bool on, unsigned only) {
   while (i < end) {
     size_t w = i / 64;
     uint64_t x = atomic_load_explicit(&map[w], RLX);
-    if (aged)
+    if (only & AGED)
       x &= ~(atomic_load_explicit(&young[0][w], RLX) | atomic_load_explicit(&young[1][w], RLX));
+    if (only & UNADVISED) x &= ~atomic_load_explicit(&lazied[w], RLX);
     x = (on ? x : ~x) & (~(uint64_t)0 << (i % 64));
     if (x) {
       size_t j = (i & ~(size_t)63) + (unsigned)__builtin_ctzll(x);
@@ -170,7 +183,7 @@ static size_t scan(_Atomic uint64_t *map, size_t i, size_t end, bool on, bool ag
 }
 
 static size_t bits_scan(_Atomic uint64_t *map, size_t i, size_t end, bool on) {
-  return scan(map, i, end, on, false);
+  return scan(map, i, end, on, 0);
 }
 
 static void dirty_mark(size_t i, size_t n, bool on) {
@@ -185,19 +198,19 @@ static size_t dirty_scan(size_t i, size_t end, bool on) {
 static void freed_mark(size_t i, size_t n) {
   dirty_mark(i, n, true);
   bits_mark(young[young_cur], i, n, true);
+  if (rill_opt.purge_free) bits_mark(lazied, i, n, false); /* only set then */
 }
 
 /* The next range of slots that may hold data, [*s, *e), from *s on and
- * below end; false if there is none. With `aged`, only slots free a whole
- * purge delay. */
-static bool dirty_range(size_t *s, size_t *e, size_t end, bool aged) {
-  *s = scan(dirty, *s, end, true, aged);
+ * below end, less those `only` leaves out; false if there is none. */
+static bool dirty_range(size_t *s, size_t *e, size_t end, unsigned only) {
+  *s = scan(dirty, *s, end, true, only);
   if (*s >= end) return false;
-  *e = scan(dirty, *s, end, false, aged);
+  *e = scan(dirty, *s, end, false, only);
   return true;
 }
 static bool dirty_next(size_t *s, size_t *e, size_t end) {
-  return dirty_range(s, e, end, false);
+  return dirty_range(s, e, end, 0);
 }
 
 /* Bytes of run sp's slots that may hold data (rill_stats_get). */
@@ -677,30 +690,35 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left)
         size_t i = span_index(sp), end = i + sp->nslots, s = i, e;
         bool young_part = (int32_t)(sp->stamp - cutoff) > 0;
         if (young_part) waiting++;
-        if (young_part && !dirty_range(&s, &e, end, true)) continue;
+        if (young_part && !dirty_range(&s, &e, end, AGED | UNADVISED)) continue;
         unlink_run(sh, sp);
         aged[nd] = young_part;
         due[nd++] = sp;
       }
     spin_unlock(&sh->lock);
-    /* only the slots that may hold data: a run merged from a resident piece
-     * and a purged one madvises the first alone */
+    /* only the slots that may hold data and were not advised yet: a run
+     * merged from a resident piece and a purged one madvises the first
+     * alone */
     bool zero = !lazy || !rill_opt.purge_free; /* MADV_FREE may leave data */
     for (unsigned k = 0; k < nd; k++) {
       span_t *sp = due[k];
       size_t i = span_index(sp), end = i + sp->nslots;
+      unsigned only = aged[k] ? AGED | UNADVISED : UNADVISED;
       bool all = true;
-      for (size_t s = i, e; dirty_range(&s, &e, end, aged[k]); s = e) {
+      for (size_t s = i, e; dirty_range(&s, &e, end, only); s = e) {
         bool whole;
         uintptr_t a = span_start(sp) + ((s - i) << SLOT_SHIFT);
         bytes += pool_purge_range(a, a + ((e - s) << SLOT_SHIFT), lazy, &whole);
         all = all && whole;
         if (whole && zero)
           dirty_mark(s, e - s, false);
-        else if (aged[k]) /* kept, or maybe kept (MADV_FREE): not again for a delay */
+        else if (whole) /* MADV_FREE: maybe kept, but advised */
+          bits_mark(lazied, s, e - s, true);
+        else if (aged[k]) /* kept: not again for a delay */
           bits_mark(young[young_cur], s, e - s, true);
       }
-      if (aged[k]) all = all && dirty_scan(i, end, true) == end; /* young slots stay */
+      /* young slots stay */
+      if (aged[k]) all = all && scan(dirty, i, end, true, UNADVISED) == end;
       if (all) sp->stamp = UINT32_MAX;
       if (all && rill_opt.commit_demand) run_decommit(sp);
     }

@@ -59,9 +59,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
   cmd+=" --items 100000 --churn 2000 --forks 8 --relay-ms 1000 --seed $seed"
   if [ $((RANDOM % 6)) = 0 ]; then # one run in six: the arena spent under a limit
     limit=$(pick 805306368 1073741824 3221225472)
-    # not RILL_PURGE=free: an open bug (docs/design.md, Known limits) makes a pass madvise a
-    # merged free run of GiBs again after every span it takes back, and the run crawls
-    cmd="prlimit --as=$limit env ${opts/RILL_PURGE=free/RILL_PURGE=dontneed}"
+    cmd="prlimit --as=$limit env $opts"
     cmd+=" $DIR/aslimit_debug $(pick most race) $limit"
   fi
   echo "$runs $cmd" >>"$log"

@@ -499,6 +499,48 @@ static void old_parts_go_back(void) {
   T_free(guard);
 }
 
+/* --lazy, with RILL_PURGE=free and no purge delay: a 24 MiB block is freed
+ * and lazily advised (MADV_FREE keeps its slots dirty: they may still hold
+ * data), then the 512 KiB block beside it is freed and allocated again
+ * every millisecond, each free merging into the big free run. A pass must advise only what came
+ * back since: before, each one advised the whole run again, 24 MiB per
+ * pass (under a 3 GiB limit, a minute in madvise). A calloc of the big
+ * run afterwards must still read zero. */
+static void lazy_runs_advised_once(void) {
+  enum { BIG = 24 * 1024, SMALL = 512, CYCLES = 100 }; /* KiB */
+  char *a = xmalloc(BIG * KiB), *b = xmalloc(SMALL * KiB), *guard = xmalloc(SMALL * KiB);
+  touch(a, BIG * KiB, 1);
+  touch(b, SMALL * KiB, 2);
+  touch(guard, SMALL * KiB, 3);
+  T_free(a);
+  rill_collect(false);
+  struct rill_stats s0, s1;
+  struct timespec ms = {0, 1000000};
+  rill_stats_get(&s0);
+  for (int c = 0; c < CYCLES; c++) {
+    T_free(b);
+    b = xmalloc(SMALL * KiB);
+    touch(b, SMALL * KiB, 2);
+    nanosleep(&ms, NULL); /* a timed pass comes at most once a millisecond */
+  }
+  rill_stats_get(&s1);
+  size_t purged = s1.bytes_purged - s0.bytes_purged;
+  printf("  %-38s %zu KiB advised in %d cycles of a %d KiB block\n", "lazily advised free run",
+         purged / KiB, CYCLES, SMALL);
+  CHECK(purged <= (size_t)(CYCLES + 8) * SMALL * KiB,
+        "%zu MiB advised in %d cycles of a %d KiB block beside a lazily advised %d MiB free run: "
+        "its old slots were advised again",
+        purged >> 20, CYCLES, SMALL, BIG / 1024);
+  char *z = (char *)T_calloc(1, BIG * KiB);
+  CHECK(z != NULL, "calloc of %d MiB failed", BIG / 1024);
+  size_t nonzero = 0;
+  for (size_t off = 0; z && off < BIG * KiB; off += 64) nonzero += z[off] != 0;
+  CHECK(nonzero == 0, "calloc of a lazily advised run: %zu lines not zero", nonzero);
+  T_free(z);
+  T_free(b);
+  T_free(guard);
+}
+
 /* --spill, in a process of its own, with a long purge delay: 48 MiB of 1 KiB
  * blocks (a small class: pool spans) written and freed, then 40 MiB of 5 KiB
  * blocks (a class in runs) written. The runs must take the pooled spans,
@@ -587,6 +629,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--aging")) {
     old_parts_go_back();
     return t_finish("test_runs --aging");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--lazy")) {
+    lazy_runs_advised_once();
+    return t_finish("test_runs --lazy");
   }
   if (argc > 1 && !strcmp(argv[1], "--shards")) {
     shards_share_free_runs();
