@@ -254,7 +254,6 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
     }
   } else {
     void *q;
-    size_t had = huge_usable(p);
     if (!huge_realloc(p, n, &q)) rill_invalid(fn, p);
     if (q) return q;
     /* the kernel refused the mremap (an address-space limit): a block
@@ -263,6 +262,7 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
      * under 768 MiB stopped at 11 MiB; glibc's reached 646) */
     q = rill_malloc(n);
     if (!q) return NULL;
+    size_t had = huge_usable(p); /* p is still registered, unchanged */
     memcpy(q, p, had < n ? had : n);
     free_named(p, fn);
     return q;

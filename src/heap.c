@@ -849,23 +849,33 @@ static span_t *shared_adopt(heap_t *h, unsigned cls) {
   return NULL;
 }
 
+/* The last resort, once the arena is spent (under an address-space limit,
+ * or past 1 TiB), for a run of n slots or a small class's span of order o
+ * (o < 0 for a run): any shard's free run or wilderness ("Free runs do not
+ * serve small classes", design.md: until now), the pool's spans of order o,
+ * then pooled spans with or without pages made into runs until they make n
+ * or the pool is empty, then what purge passes in flight had out (twice at
+ * most: a purger at a short delay is always in one). A small span cut from
+ * the runs goes back to them when it empties (pool_put). */
+static span_t *spent_take(heap_t *h, size_t n, int o) {
+  for (int waits = 0;;) {
+    span_t *sp = run_get_last(n, h->id);
+    if (!sp && o >= 0) sp = pool_take((unsigned)o);
+    if (sp) return sp;
+    if (!pool_spill_spent(n, h->id) && (waits++ == 2 || !pool_purge_wait())) return NULL;
+  }
+}
+
 /* A run of n slots: a free run, else one made of pooled spans that hold
  * pages (pool_spill), else never-used slots (run_get tries the free runs
- * again before it cuts the wilderness). With the arena spent: any shard's
- * free run or wilderness, then pooled spans with or without pages, until
- * they make a run of n or the pool is empty, then what purge passes in
- * flight had out (twice at most: a purger at a short delay is always in
- * one). */
+ * again before it cuts the wilderness), else the last resort. */
 static span_t *run_for(heap_t *h, size_t n, bool own) {
   span_t *sp = run_get_free(n, h->id, own);
   if (sp) return sp;
   pool_spill(n, h->id);
   pool_purge_stale(); /* the wilderness next, maybe: growing */
   sp = run_get(n, h->id, own);
-  if (sp || own) return sp;
-  for (int waits = 0; !(sp = run_get_last(n, h->id));)
-    if (!pool_spill_spent(n, h->id) && (waits++ == 2 || !pool_purge_wait())) break;
-  return sp;
+  return sp || own ? sp : spent_take(h, n, -1);
 }
 
 static size_t heap_sweep(heap_t *h);
@@ -916,14 +926,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
       if (!sp) {
         pool_purge_stale(); /* growing */
         sp = pool_fresh(o, &h->chunk);
-        /* The arena is used up (under ulimit -v, or past 1 TiB): a free run
-         * that large blocks and big classes left ("Free runs do not serve
-         * small classes", design.md), or the runs' unused wilderness, cut
-         * to the span, before ENOMEM. It goes back to the runs when it
-         * empties (pool_put). */
-        if (!sp) sp = run_get_last((size_t)1 << o, h->id);
-        if (!sp && pool_purge_wait() && !(sp = pool_take(o))) /* what a pass had out */
-          sp = run_get_last((size_t)1 << o, h->id);
+        if (!sp) sp = spent_take(h, (size_t)1 << o, (int)o);
       }
     }
     /* never-used memory, from the pool or the chunk: idle owners' spans may
