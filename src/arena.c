@@ -499,12 +499,38 @@ void arena_fork_child(void) {
  * at the kernel's own address usually has a mapping right above it, and
  * one at arena_hint has room. Under cover_lock. */
 #define GROW_UNIT ((size_t)1 << MAX_ORDER) /* slots in a largest span, 32 MiB */
+/* The largest step that may still fit under the limit: a refused step is
+ * halved down to what the take needs, so the arena ends within a span of
+ * the limit, not within 32 MiB of it (1,000-byte blocks under 768 MiB left
+ * 11 MiB of it unmapped; test_aslimit checks the fill's share). Each
+ * refusal halves it for good and each granted step doubles it back, so a
+ * spent arena costs one refused mmap per take, as before. Under
+ * cover_lock. */
+static size_t grow_cap = GROW_UNIT;
+
+/* One step of `step` slots above the arena's end: true if it is the
+ * arena's now. */
+static bool grow_step(size_t have, size_t step);
+
 static bool arena_grow(size_t end) {
   size_t have = rill_arena.nslots, max = rill_arena.max_slots;
   if (end <= have) return true;
   if (end > max) return false;
-  size_t step = (end - have + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
+  size_t need = end - have, step = (need + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
+  if (step > grow_cap && grow_cap >= need) step = grow_cap;
   if (step > max - have) step = max - have;
+  for (;;) {
+    if (grow_step(have, step)) {
+      if (step >= grow_cap && grow_cap < GROW_UNIT) grow_cap *= 2;
+      return true;
+    }
+    if (step <= need) return false;
+    step = step / 2 > need ? step / 2 : need;
+    if (step < grow_cap) grow_cap = step;
+  }
+}
+
+static bool grow_step(size_t have, size_t step) {
   void *want = (void *)(rill_arena.base + (have << SLOT_SHIFT));
   size_t len = step << SLOT_SHIFT;
   /* without access first: under mlockall(MCL_FUTURE) a writable mapping
