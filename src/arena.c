@@ -604,6 +604,50 @@ static bool arena_room(size_t end) {
   return ok;
 }
 
+/* ---- what is in use, for mlockall (mlock.c) ----------------------------
+ * The arena's top runs ahead of the slots in use: each runs shard takes up
+ * to 32 MiB at a time for its wilderness. mlockall under a finite
+ * RLIMIT_MEMLOCK counts and locks only the slots in use, so the shards
+ * report their wildernesses here (arena_hole), and arena_grown locks what
+ * is cut from a wilderness or a heap's chunk once mlockall asked for it. */
+static struct { _Atomic size_t lo, hi; } holes[RUN_SHARDS];
+
+void arena_hole(unsigned k, size_t lo, size_t hi) {
+  atomic_store_explicit(&holes[k].lo, lo, RLX);
+  atomic_store_explicit(&holes[k].hi, hi, RLX);
+}
+
+bool arena_grown(size_t first, size_t slots) {
+  if (!os_reserved_use((void *)(rill_arena.base + (first << SLOT_SHIFT)), slots << SLOT_SHIFT))
+    return false;
+  atomic_fetch_add_explicit(&rill_grown, slots, RLX);
+  return true;
+}
+
+/* fn for each stretch of the arena's slots handed out and not in a
+ * shard's wilderness, as addresses, lowest first. Read without the shards'
+ * locks: a cut meanwhile is locked by arena_grown if it must be. */
+void arena_each_used(void (*fn)(uintptr_t lo, uintptr_t hi, size_t *sum), size_t *sum) {
+  if (!rill_arena.base) return;
+  size_t top = atomic_load_explicit(&rill_arena_top, RLX), lo[RUN_SHARDS], hi[RUN_SHARDS];
+  if (top > arena_bound_slots()) top = arena_bound_slots();
+  unsigned n = 0;
+  for (unsigned k = 0; k < RUN_SHARDS; k++) { /* sorted by lo as they are read */
+    size_t a = atomic_load_explicit(&holes[k].lo, RLX), b = atomic_load_explicit(&holes[k].hi, RLX);
+    if (b <= a) continue;
+    unsigned j = n++;
+    for (; j && lo[j - 1] > a; j--) lo[j] = lo[j - 1], hi[j] = hi[j - 1];
+    lo[j] = a, hi[j] = b;
+  }
+  size_t at = (size_t)1 << rill_arena.min_order; /* the first slot a span may have */
+  for (unsigned j = 0; j <= n && at < top; j++) {
+    size_t end = j < n && lo[j] < top ? lo[j] : top;
+    if (end > at)
+      fn(rill_arena.base + (at << SLOT_SHIFT), rill_arena.base + (end << SLOT_SHIFT), sum);
+    if (j < n && hi[j] > at) at = hi[j];
+  }
+}
+
 /* Takes n never-used slots from the top of the arena: the first one's index,
  * or 0 once the address space is exhausted (slot 0 is never a span). */
 size_t arena_take(size_t n) {

@@ -289,9 +289,14 @@ extern _Atomic size_t rill_arena_top INTERNAL; /* slots handed out so far */
  * of them: runs reserve 32 MiB at a time). Counted where a chunk of small
  * spans or a run is cut, so rarely; read by purger_start_slow. */
 extern _Atomic size_t rill_grown INTERNAL;
-static inline void arena_grown(size_t slots) {
-  atomic_fetch_add_explicit(&rill_grown, slots, memory_order_relaxed);
-}
+/* Slots first .. first + slots - 1 are cut for spans or runs: counted, and
+ * locked if mlockall asked for it (mlock.c). False if RLIMIT_MEMLOCK refused
+ * the lock; the caller does not use them. */
+bool arena_grown(size_t first, size_t slots) INTERNAL;
+/* Runs shard k's wilderness is slots lo .. hi - 1, handed out by the arena
+ * but not in use. */
+void arena_hole(unsigned k, size_t lo, size_t hi) INTERNAL;
+void arena_each_used(void (*fn)(uintptr_t lo, uintptr_t hi, size_t *sum), size_t *sum) INTERNAL;
 
 static inline span_t *span_of_index(size_t i) {
   return &rill_arena.meta[i];
@@ -373,7 +378,8 @@ long os_read_file(const char *path, char *buf, size_t cap) INTERNAL;
 void os_reserved_add(void *p, size_t n) INTERNAL; /* mlock.c: mlockall spares reservations */
 void os_reserved_cut(void *p, size_t n) INTERNAL;
 void os_reserved_grow(void *end, size_t n) INTERNAL;
-bool os_future_locked(void) INTERNAL; /* mlockall(MCL_FUTURE) in effect (mlock.c) */
+bool os_future_locked(void) INTERNAL;             /* mlockall(MCL_FUTURE) in effect (mlock.c) */
+bool os_reserved_use(void *p, size_t n) INTERNAL; /* arena bytes come into use (mlock.c) */
 bool arena_track(bool (*commit)(size_t slots), void (*fit)(size_t slots, size_t old)) INTERNAL;
 void os_give_back(void *tab, size_t from, size_t to) INTERNAL;
 /* Slots below the bound: every per-slot table entry below it is usable. */

@@ -1,12 +1,14 @@
 /* mlock.c - mlockall with a reserved arena: the reservations (arena.c's
  * os_reserve) are locked as their pages are faulted in, never populated
  * whole, while the program's own mappings are locked and populated as the
- * kernel would do. Keeps the list of reserved ranges this needs. */
+ * kernel would do. Keeps the list of reserved ranges, and how far each is
+ * in use, that this needs. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -67,9 +69,39 @@ bool os_future_locked(void) {
   return atomic_load_explicit(&future_locked, RLX);
 }
 
+/* Set while mlockall's stand-in for a finite RLIMIT_MEMLOCK (lock_used) is
+ * in effect with MCL_FUTURE: the reservations are not locked whole, so
+ * each part taken into use is locked on fault as it is taken. */
+static _Atomic bool use_locked;
+
+static long sys_mlock2(uintptr_t p, size_t n) {
+  return syscall(SYS_mlock2, p, n, 1 /* MLOCK_ONFAULT */);
+}
+
+/* Bytes [p, p + n) of the arena are taken into use (arena_grown). False if
+ * they had to be locked (use_locked) and RLIMIT_MEMLOCK refused: the caller
+ * fails with ENOMEM, as glibc's mapping would. */
+bool os_reserved_use(void *p, size_t n) {
+  return !atomic_load_explicit(&use_locked, RLX) || !n || sys_mlock2((uintptr_t)p, n) == 0;
+}
+
 /* The rest replaces the C library's mlockall; builds that keep only the
  * rill_ names leave it alone. */
 #ifndef RILL_NO_OVERRIDE
+
+/* How many bytes of [lo, hi) no reserved range holds. */
+static size_t outside_reserved(uintptr_t lo, uintptr_t hi) {
+  size_t n = hi - lo;
+  for (unsigned i = 0; i < nreserved; i++) {
+    uintptr_t a = reserved[i].lo > lo ? reserved[i].lo : lo;
+    uintptr_t rhi = __atomic_load_n(&reserved[i].hi, __ATOMIC_RELAXED);
+    uintptr_t b = rhi < hi ? rhi : hi;
+    if (b > a) n -= b - a;
+  }
+  return n;
+}
+
+static bool onfault; /* lock_program_mappings: mlock2(MLOCK_ONFAULT), not mlock */
 
 /* mlock for [lo, hi) less every reserved range in it. */
 static void lock_outside_reserved(uintptr_t lo, uintptr_t hi) {
@@ -80,7 +112,12 @@ static void lock_outside_reserved(uintptr_t lo, uintptr_t hi) {
       if (rhi > lo && reserved[i].lo < cut)
         cut = reserved[i].lo > lo ? reserved[i].lo : lo, resume = rhi;
     }
-    if (cut > lo) mlock((void *)lo, cut - lo); /* errors ignored, as the kernel's populate does */
+    if (cut > lo) { /* errors ignored, as the kernel's populate does */
+      if (onfault)
+        (void)sys_mlock2(lo, cut - lo);
+      else
+        (void)mlock((void *)lo, cut - lo);
+    }
     lo = resume;
   }
 }
@@ -95,13 +132,14 @@ static uintptr_t hex_until(const char *line, size_t *k, size_t end, char stop) {
   return v;
 }
 
-/* Locks and populates every accessible mapping that is not a reservation,
- * reading /proc/self/maps in pieces (no allocation). A line longer than the
- * buffer (a path near PATH_MAX) is skipped whole, never read from its
- * middle. */
-static void lock_program_mappings(void) {
+/* Every mapping's lo, hi and whether it is accessible, to fn, reading
+ * /proc/self/maps in pieces (no allocation). A line longer than the buffer
+ * (a path near PATH_MAX) is skipped whole, never read from its middle.
+ * False if the file cannot be read. */
+static bool maps_each(void (*fn)(uintptr_t lo, uintptr_t hi, bool access, size_t *sum),
+                      size_t *sum) {
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0) return false;
   char buf[4096];
   size_t have = 0;
   bool skipping = false;
@@ -118,7 +156,7 @@ static void lock_program_mappings(void) {
         k++;
         uintptr_t hi = hex_until(buf, &k, i, ' ');
         bool access = k + 3 < i && (buf[k + 1] != '-' || buf[k + 2] != '-' || buf[k + 3] != '-');
-        if (access && lo < hi) lock_outside_reserved(lo, hi);
+        if (lo < hi) fn(lo, hi, access, sum);
       }
       skipping = false;
       start = i + 1;
@@ -131,10 +169,71 @@ static void lock_program_mappings(void) {
     }
   }
   close(fd);
+  return true;
+}
+
+/* Locks and populates (or with `onfault`, locks on fault) every accessible
+ * mapping that is not a reservation. */
+static void lock_one(uintptr_t lo, uintptr_t hi, bool access, size_t *sum) {
+  (void)sum;
+  if (access) lock_outside_reserved(lo, hi);
+}
+static void lock_program_mappings(void) {
+  (void)maps_each(lock_one, NULL);
+}
+
+/* The address space the kernel would count against RLIMIT_MEMLOCK, with
+ * each reservation counted as far as it is in use. */
+static void count_one(uintptr_t lo, uintptr_t hi, bool access, size_t *sum) {
+  (void)access; /* the kernel counts mappings without access too */
+  *sum += outside_reserved(lo, hi);
+}
+
+/* The arena's slots in use (arena_each_used): counted, or locked on fault. */
+static void count_used(uintptr_t lo, uintptr_t hi, size_t *sum) {
+  *sum += hi - lo;
+}
+static void lock_used_part(uintptr_t lo, uintptr_t hi, size_t *sum) {
+  (void)sum;
+  (void)sys_mlock2(lo, hi - lo); /* errors ignored, as the kernel's populate does */
 }
 
 static int sys_mlockall(int flags) {
   return (int)syscall(SYS_mlockall, flags);
+}
+
+/* A finite RLIMIT_MEMLOCK without CAP_IPC_LOCK: the kernel refuses
+ * MCL_CURRENT when the whole address space is larger than the limit, and
+ * for rill that counts the reservations, about 1 TiB. So a small program
+ * that locked itself under the default 8 MiB limit with glibc got ENOMEM
+ * (test_mlock --limit). Here the kernel's test is made with the arena
+ * counted as far as its slots are in use (not the runs' wildernesses), and
+ * the other reservations (rill's tables) not at all; if it passes, those
+ * slots are locked on fault, the program's own mappings locked and
+ * populated, and with MCL_FUTURE the arena's slots are locked as they come
+ * into use (arena_grown). The tables stay unlocked: they hold rill's
+ * records, never the program's bytes. */
+static int lock_used(int flags) {
+  struct rlimit64 {
+    uint64_t cur, max;
+  } rl;
+  size_t sum = 0;
+  if (syscall(SYS_prlimit64, 0, RLIMIT_MEMLOCK, NULL, &rl) != 0 || !maps_each(count_one, &sum))
+    return -1;
+  arena_each_used(count_used, &sum);
+  if (sum > rl.cur) {
+    errno = ENOMEM;
+    return -1;
+  }
+  if (flags & MCL_FUTURE) {
+    if (sys_mlockall(flags & ~MCL_CURRENT) != 0) return -1; /* no size test for it alone */
+    atomic_store_explicit(&use_locked, true, RLX);
+  }
+  arena_each_used(lock_used_part, NULL);
+  onfault = flags & MCL_ONFAULT;
+  lock_program_mappings();
+  onfault = false;
+  return 0;
 }
 
 /* mlockall(MCL_CURRENT) locks every mapping and faults all of it in: for
@@ -144,18 +243,20 @@ static int sys_mlockall(int flags) {
  * program's own mappings are locked and populated, as the kernel would;
  * MCL_FUTURE is applied last, on its own, since it changes only mappings
  * made afterwards. rill starts first, so that its reservation is made
- * before MCL_FUTURE would have it populated. A finite RLIMIT_MEMLOCK
- * without CAP_IPC_LOCK refuses MCL_CURRENT when the address space is
- * larger than the limit, reservations included: that stays the kernel's
- * answer (ENOMEM). */
+ * before MCL_FUTURE would have it populated. Under a finite
+ * RLIMIT_MEMLOCK the kernel refuses, and lock_used stands in. */
 static int lock_all(int flags) {
   if (flags & (MCL_CURRENT | MCL_FUTURE)) (void)rill_init();
   int r;
-  if (!(flags & MCL_CURRENT) || (flags & MCL_ONFAULT)) {
+  if (!(flags & MCL_CURRENT)) {
     r = sys_mlockall(flags);
   } else if ((r = sys_mlockall(MCL_CURRENT | MCL_ONFAULT)) != 0) {
-    if (errno != EINVAL) return r;
-    r = sys_mlockall(flags); /* a kernel before 4.4, without MCL_ONFAULT */
+    if (errno == ENOMEM)
+      r = lock_used(flags);
+    else if (errno == EINVAL && !(flags & MCL_ONFAULT))
+      r = sys_mlockall(flags); /* a kernel before 4.4, without MCL_ONFAULT */
+  } else if (flags & MCL_ONFAULT) {
+    r = flags & MCL_FUTURE ? sys_mlockall(flags & ~MCL_CURRENT) : 0;
   } else {
     lock_program_mappings();
     r = flags & MCL_FUTURE ? sys_mlockall(flags & ~MCL_CURRENT) : 0;
@@ -168,6 +269,7 @@ static int lock_all(int flags) {
 static int unlock_all(void) {
   int r = (int)syscall(SYS_munlockall);
   if (r == 0) atomic_store_explicit(&future_locked, false, RLX);
+  if (r == 0) atomic_store_explicit(&use_locked, false, RLX);
   return r;
 }
 

@@ -515,10 +515,9 @@ static span_t *chunk_take(chunk_t *ck, unsigned order) {
      * there (knary at 16 threads made 177 calls with 256 KiB ones) */
     size_t len = (size_t)1 << (rill_opt.commit_demand ? CHUNK_ORDER_DEMAND : CHUNK_ORDER);
     size_t first = arena_take(len);
-    if (!first || !arena_commit(first, len)) return NULL;
+    if (!first || !arena_commit(first, len) || !arena_grown(first, len)) return NULL;
     ck->next = (uint32_t)first;
     ck->end = (uint32_t)(first + len);
-    arena_grown(len);
   }
   span_t *sp = arena_span(ck->next, order);
   ck->next += (uint32_t)n;

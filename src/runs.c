@@ -430,10 +430,10 @@ static bool wild_commit(shard_t *sh, size_t end) {
 /* Under sh's lock: n never-used slots from the low end of sh's wilderness,
  * which holds them; 0 if they cannot be made writable. */
 static size_t wild_cut(shard_t *sh, size_t n) {
-  if (!wild_commit(sh, sh->wild + n)) return 0;
+  if (!wild_commit(sh, sh->wild + n) || !arena_grown(sh->wild, n)) return 0;
   size_t i = sh->wild;
   sh->wild += n;
-  arena_grown(n);
+  arena_hole(sh->id - 1u, sh->wild, sh->wild_end);
   return i;
 }
 
@@ -450,6 +450,7 @@ static size_t wild_take(shard_t *sh, size_t n) {
       sh->wild = sh->wild_ready = i;
     }
     sh->wild_end = i + m;
+    arena_hole(sh->id - 1u, sh->wild, sh->wild_end);
   }
   return wild_cut(sh, n);
 }
@@ -462,10 +463,11 @@ static bool wild_grow(shard_t *sh, size_t k) {
   if (have < k) {
     if (!arena_extend(sh->wild_end, k - have)) return false;
     sh->wild_end += k - have;
+    arena_hole(sh->id - 1u, sh->wild, sh->wild_end);
   }
-  if (!wild_commit(sh, sh->wild + k)) return false;
+  if (!wild_commit(sh, sh->wild + k) || !arena_grown(sh->wild, k)) return false;
   sh->wild += k;
-  arena_grown(k);
+  arena_hole(sh->id - 1u, sh->wild, sh->wild_end);
   return true;
 }
 

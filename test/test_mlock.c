@@ -8,11 +8,13 @@
  * at once (MCL_FUTURE); munlockall undoes it; with --grow, the arena grows under MCL_FUTURE
  * without its new stretch faulted in. First, a large block locked with mlock and
  * freed: calloc from its run reads zero. Needs CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK,
- * and says so otherwise. */
+ * and says so otherwise; --limit is the opposite case (under_memlock_limit). */
 #include "rill_test.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 
 #define OWN (8 * MiB)
@@ -30,21 +32,33 @@ static size_t status_kib(const char *field) {
   return at ? strtoul(at + strlen(field), NULL, 10) : 0;
 }
 
-/* "Locked:" of the mapping holding p, in KiB, from /proc/self/smaps. */
+/* "Locked:" of the mapping holding p, in KiB, from /proc/self/smaps, read a piece at a time:
+ * --limit runs under an 8 MiB RLIMIT_MEMLOCK that counts every mapping, a buffer too. */
 static size_t locked_kib(const void *p) {
-  char *buf = t_read_smaps();
-  bool inside = false;
-  for (char *line = buf; line && *line;) {
-    char *next = strchr(line, '\n');
-    if (next) *next++ = 0;
-    unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
-      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-    else if (inside && !strncmp(line, "Locked:", 7))
-      return strtoul(line + 7, NULL, 10);
-    line = next;
+  static char buf[8192];
+  int fd = open("/proc/self/smaps", O_RDONLY);
+  if (fd < 0) DIE("open /proc/self/smaps: %s", strerror(errno));
+  size_t have = 0, kib = 0;
+  bool inside = false, found = false;
+  ssize_t got;
+  while (!found && (got = read(fd, buf + have, sizeof buf - 1 - have)) > 0) {
+    have += (size_t)got;
+    buf[have] = 0;
+    char *line = buf, *nl;
+    while (!found && (nl = strchr(line, '\n')) != NULL) {
+      *nl = 0;
+      unsigned long lo, hi;
+      if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+        inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+      else if (inside && !strncmp(line, "Locked:", 7))
+        kib = strtoul(line + 7, NULL, 10), found = true;
+      line = nl + 1;
+    }
+    have -= (size_t)(line - buf);
+    memmove(buf, line, have);
   }
-  return 0;
+  close(fd);
+  return kib;
 }
 
 static size_t resident_pages(const void *p, size_t n) {
@@ -115,7 +129,86 @@ static void grow_locked(void) {
   munmap(g, cap * sizeof *g);
 }
 
+/* --limit: as an unprivileged program, under the default 8 MiB RLIMIT_MEMLOCK. The kernel
+ * refuses MCL_CURRENT when the whole address space passes the limit, and rill's reservations
+ * (1 TiB) always did, so a small program that locked itself with glibc got ENOMEM under rill.
+ * Now the test counts the arena as far as it is in use: mlockall(MCL_CURRENT) works and locks
+ * the blocks; a program whose own mappings pass the limit still gets ENOMEM; under
+ * MCL_FUTURE, blocks allocated later are locked until the limit, then malloc fails, as under
+ * glibc; munlockall lifts it. */
+static void drop_ipc_lock(void) {
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2];
+  if (syscall(SYS_capget, &h, d) != 0) DIE("capget: %s", strerror(errno));
+  d[0].effective &= ~(1u << CAP_IPC_LOCK);
+  d[0].permitted &= ~(1u << CAP_IPC_LOCK);
+  d[0].inheritable &= ~(1u << CAP_IPC_LOCK);
+  if (syscall(SYS_capset, &h, d) != 0) DIE("capset: %s", strerror(errno));
+}
+
+#define LIMIT (8 * MiB)
+static void under_memlock_limit(void) {
+  drop_ipc_lock();
+  struct rlimit rl;
+  getrlimit(RLIMIT_MEMLOCK, &rl);
+  if (rl.rlim_max < LIMIT) {
+    printf("  RLIMIT_MEMLOCK's hard limit is %zu KiB, under the 8 MiB this needs: not run\n",
+           (size_t)rl.rlim_max / KiB);
+    exit(77);
+  }
+  rl.rlim_cur = rl.rlim_max = LIMIT;
+  if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) DIE("setrlimit(RLIMIT_MEMLOCK): %s", strerror(errno));
+  char *small = malloc(64), *run = malloc(200 * KiB);
+  if (!small || !run) DIE("malloc failed");
+  memset(small, 1, 64);
+  memset(run, 2, 200 * KiB);
+
+  /* the program's own mappings past the limit: the kernel's answer stands */
+  void *big = mmap(NULL, 2 * LIMIT, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (big == MAP_FAILED) DIE("mmap: %s", strerror(errno));
+  errno = 0;
+  int r = mlockall(MCL_CURRENT);
+  CHECK(r == -1 && errno == ENOMEM,
+        "mlockall(MCL_CURRENT) with 16 MiB of the program's own "
+        "mappings under an 8 MiB limit: %d (%s), not ENOMEM",
+        r, strerror(errno));
+  if (r == 0) munlockall();
+  munmap(big, 2 * LIMIT);
+
+  r = mlockall(MCL_CURRENT);
+  CHECK(r == 0, "mlockall(MCL_CURRENT) under an 8 MiB RLIMIT_MEMLOCK: %s", strerror(errno));
+  size_t lck = status_kib("VmLck:");
+  printf("  under an 8 MiB RLIMIT_MEMLOCK: mlockall(MCL_CURRENT) %d, VmLck %zu KiB\n", r, lck);
+  CHECK(r != 0 || (locked_kib(small) > 0 && locked_kib(run) > 0),
+        "blocks written before mlockall are not locked (smaps Locked: %zu, %zu KiB)",
+        locked_kib(small), locked_kib(run));
+  CHECK(munlockall() == 0 && status_kib("VmLck:") == 0, "munlockall");
+
+  r = mlockall(MCL_CURRENT | MCL_FUTURE);
+  CHECK(r == 0, "mlockall(MCL_CURRENT | MCL_FUTURE) under an 8 MiB limit: %s", strerror(errno));
+  enum { N = 512 }; /* 64 KiB blocks: 32 MiB at most */
+  static char *b[N];
+  size_t n = 0;
+  while (n < N && (b[n] = malloc(64 * KiB)) != NULL) memset(b[n++], 3, 64 * KiB);
+  size_t lck2 = status_kib("VmLck:");
+  printf("  then MCL_FUTURE: %zu blocks of 64 KiB until malloc failed, VmLck %zu KiB\n", n, lck2);
+  CHECK(r != 0 || (n > 8 && n < N), "%zu blocks of 64 KiB under MCL_FUTURE and an 8 MiB limit", n);
+  CHECK(r != 0 || n == 0 || locked_kib(b[n - 1]) > 0, "a block allocated after is not locked");
+  CHECK(lck2 <= LIMIT / KiB, "VmLck %zu KiB past the 8 MiB limit", lck2);
+  CHECK(munlockall() == 0, "munlockall: %s", strerror(errno));
+  char *after = malloc(MiB);
+  CHECK(after != NULL, "malloc(1 MiB) after munlockall");
+  for (size_t i = 0; i < n; i++) free(b[i]);
+  free(after);
+  free(small);
+  free(run);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--limit") == 0) {
+    under_memlock_limit();
+    return t_finish("test_mlock --limit");
+  }
   bool grow = argc > 1 && strcmp(argv[1], "--grow") == 0;
   struct rlimit ml;
   getrlimit(RLIMIT_MEMLOCK, &ml);
