@@ -653,9 +653,16 @@ void arena_each_used(void (*fn)(uintptr_t lo, uintptr_t hi, size_t *sum), size_t
 size_t arena_take(size_t n) {
   size_t first = atomic_fetch_add_explicit(&rill_arena_top, n, RLX);
   if (arena_room(first + n) && arena_cover(first + n)) return first;
-  size_t end = first + n; /* give the slots back unless others took slots since */
-  atomic_compare_exchange_strong_explicit(&rill_arena_top, &end, first, RLX, RLX);
+  arena_untake(first, n);
   return 0;
+}
+
+/* Slots first .. first + n - 1, just taken and not used (the kernel or a
+ * limit refused them), go back to the arena's top unless others took
+ * slots since; then they stay unused. */
+void arena_untake(size_t first, size_t n) {
+  size_t end = first + n;
+  atomic_compare_exchange_strong_explicit(&rill_arena_top, &end, first, RLX, RLX);
 }
 
 /* Takes the n never-used slots from `end` on if `end` is the top of the

@@ -515,7 +515,11 @@ static span_t *chunk_take(chunk_t *ck, unsigned order) {
      * there (knary at 16 threads made 177 calls with 256 KiB ones) */
     size_t len = (size_t)1 << (rill_opt.commit_demand ? CHUNK_ORDER_DEMAND : CHUNK_ORDER);
     size_t first = arena_take(len);
-    if (!first || !arena_commit(first, len) || !arena_grown(first, len)) return NULL;
+    if (!first) return NULL;
+    if (!arena_commit(first, len) || !arena_grown(first, len)) {
+      arena_untake(first, len); /* strict overcommit or RLIMIT_MEMLOCK refused */
+      return NULL;
+    }
     ck->next = (uint32_t)first;
     ck->end = (uint32_t)(first + len);
   }
