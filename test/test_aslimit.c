@@ -192,14 +192,16 @@ static void **index_array(size_t cap) {
 }
 
 static int child_most(size_t limit) {
-  size_t cap = limit / 1000;
+  size_t cap = limit / 500;
   void **b = index_array(cap);
   if (!b) return 1;
-  /* small blocks, then 64 KiB ones (runs), then small ones again: the free runs the big
-   * blocks left must serve the small classes once the arena cannot grow (they failed at once) */
-  const size_t sizes[3] = {1000, 65536, 1000};
-  size_t got[3];
-  for (int k = 0; k < 3; k++) {
+  /* small blocks; then a small class whose spans are of another size, which the pooled spans
+   * the first blocks left must serve once the arena cannot grow (they gave none: 0 MiB of
+   * 500-byte blocks); then 64 KiB ones (runs), then small ones again: the free runs the big
+   * blocks left must serve the small classes (they failed at once) */
+  const size_t sizes[4] = {1000, 500, 65536, 1000};
+  size_t got[4];
+  for (int k = 0; k < 4; k++) {
     size_t n = fill_until_null(b, cap, sizes[k]);
     got[k] = n * sizes[k];
     CHECK(got[k] >= limit / 10 * (k == 0 ? 7 : 6),
@@ -257,9 +259,10 @@ static int child_most(size_t limit) {
   CHECK(len >= limit / 4, "a buffer grown by quarters stopped at %zu MiB under %zu MiB", len >> 20,
         limit >> 20);
   T_free(buf);
-  printf("limit %zu MiB until ENOMEM: %zu MiB in blocks of 1,000 B, %zu MiB of 64 KiB, %zu MiB "
-         "of 1,000 B again, then %zu blocks of 100 MiB, a buffer grown to %zu MiB\n",
-         limit >> 20, got[0] >> 20, got[1] >> 20, got[2] >> 20, nhuge, len >> 20);
+  printf("limit %zu MiB until ENOMEM: %zu MiB in blocks of 1,000 B, %zu MiB of 500 B, %zu MiB of "
+         "64 KiB, %zu MiB of 1,000 B again, then %zu blocks of 100 MiB, a buffer grown to %zu "
+         "MiB\n",
+         limit >> 20, got[0] >> 20, got[1] >> 20, got[2] >> 20, got[3] >> 20, nhuge, len >> 20);
   return atomic_load(&t_failures) != 0;
 }
 
