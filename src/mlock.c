@@ -214,14 +214,12 @@ static int sys_mlockall(int flags) {
  * into use (arena_grown). The tables stay unlocked: they hold rill's
  * records, never the program's bytes. */
 static int lock_used(int flags) {
-  struct rlimit64 {
-    uint64_t cur, max;
-  } rl;
+  struct rlimit rl; /* prlimit64's layout on a 64-bit system */
   size_t sum = 0;
   if (syscall(SYS_prlimit64, 0, RLIMIT_MEMLOCK, NULL, &rl) != 0 || !maps_each(count_one, &sum))
     return -1;
   arena_each_used(count_used, &sum);
-  if (sum > rl.cur) {
+  if (rl.rlim_cur != RLIM_INFINITY && sum > rl.rlim_cur) {
     errno = ENOMEM;
     return -1;
   }
