@@ -626,7 +626,9 @@ bool arena_grown(size_t first, size_t slots) {
 
 /* fn for each stretch of the arena's slots handed out and not in a
  * shard's wilderness, as addresses, lowest first. Read without the shards'
- * locks: a cut meanwhile is locked by arena_grown if it must be. */
+ * locks: a cut after mlockall set use_locked locks itself (arena_grown),
+ * but one that races with the walk itself may be left unlocked, as memory a
+ * thread maps during the kernel's own mlockall may be. */
 void arena_each_used(void (*fn)(uintptr_t lo, uintptr_t hi, size_t *sum), size_t *sum) {
   if (!rill_arena.base) return;
   size_t top = atomic_load_explicit(&rill_arena_top, RLX), lo[RUN_SHARDS], hi[RUN_SHARDS];
