@@ -173,19 +173,18 @@ typedef struct batch {
 } batch_t;
 
 /* madvises start .. end, or on a timed pass with RILL_HUGEPAGES only the
- * whole huge pages inside it (timed purging never splits a huge page);
- * *whole says whether all of it went. Returns the bytes given back. */
-size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, bool *whole) {
+ * whole huge pages inside it (timed purging never splits a huge page).
+ * Returns the bytes given back, from *from on; 0 if none (nothing whole
+ * inside, or locked pages: kept, contents and all). */
+size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, uintptr_t *from) {
   uintptr_t ps = start, pe = end;
   if (lazy && rill_opt.hugepages && end > rill_arena.base + HUGE_START) {
     ps = (start + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
     pe = end & ~(uintptr_t)(HUGE_PAGE - 1);
   }
-  *whole = ps == start && pe == end;
+  *from = ps;
   if (pe <= ps) return 0;
-  if (lazy ? os_purge_lazy((void *)ps, pe - ps) : os_purge((void *)ps, pe - ps)) return pe - ps;
-  *whole = false; /* locked pages: kept, contents and all */
-  return 0;
+  return (lazy ? os_purge_lazy((void *)ps, pe - ps) : os_purge((void *)ps, pe - ps)) ? pe - ps : 0;
 }
 
 static void batch_flush(batch_t *b, map_t *home) {
@@ -194,12 +193,10 @@ static void batch_flush(batch_t *b, map_t *home) {
     uintptr_t start = span_start(b->sp[i]), end = start + span_bytes(b->sp[i]);
     unsigned j = i + 1;
     while (j < b->n && span_start(b->sp[j]) == end) end += span_bytes(b->sp[j++]);
-    bool whole;
-    size_t n = pool_purge_range(start, end, b->lazy, &whole);
+    uintptr_t ps;
+    size_t n = pool_purge_range(start, end, b->lazy, &ps);
     b->bytes += n;
-    /* what a trimmed range gave back: its whole huge pages */
-    uintptr_t ps = whole ? start : (start + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-    uintptr_t pe = whole ? end : ps + n;
+    uintptr_t pe = ps + n; /* a trimmed range gave back its whole huge pages */
     for (unsigned k = i; k < j; k++) {
       span_t *sp = b->sp[k];
       if (span_start(sp) < ps || span_start(sp) + span_bytes(sp) > pe) continue; /* kept */

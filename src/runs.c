@@ -708,15 +708,19 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left)
       unsigned only = aged[k] ? AGED | UNADVISED : UNADVISED;
       bool all = true;
       for (size_t s = i, e; dirty_range(&s, &e, end, only); s = e) {
-        bool whole;
-        uintptr_t a = span_start(sp) + ((s - i) << SLOT_SHIFT);
-        bytes += pool_purge_range(a, a + ((e - s) << SLOT_SHIFT), lazy, &whole);
-        all = all && whole;
-        if (whole && zero)
-          dirty_mark(s, e - s, false);
-        else if (whole) /* MADV_FREE: maybe kept, but advised */
-          bits_mark(lazied, s, e - s, true);
-        else if (aged[k]) /* kept: not again for a delay */
+        uintptr_t a = span_start(sp) + ((s - i) << SLOT_SHIFT), from;
+        size_t got = pool_purge_range(a, a + ((e - s) << SLOT_SHIFT), lazy, &from);
+        size_t gs = s + ((from - a) >> SLOT_SHIFT), gn = got >> SLOT_SHIFT;
+        bytes += got;
+        all = all && gn == e - s;
+        /* what went, even when the huge pages at its ends were kept: with
+         * neither mark a pass gave the same GiBs every time (MADV_FREE
+         * leaves them mapped, and a 3 GiB run took minutes a pass) */
+        if (zero)
+          dirty_mark(gs, gn, false);
+        else /* MADV_FREE: maybe kept, but advised */
+          bits_mark(lazied, gs, gn, true);
+        if (gn < e - s && aged[k]) /* kept: not again for a delay */
           bits_mark(young[young_cur], s, e - s, true);
       }
       /* young slots stay */
