@@ -307,11 +307,14 @@ static int child_shards(size_t limit) {
 /* Under the limit: eight threads, half of them with blocks up to 70 KB, allocate until their
  * first NULL, so that they race to grow the arena, to cut spans from free runs and to map
  * blocks of their own as it runs out; every block keeps its bytes, and a second round
- * reuses what the first freed. */
+ * reuses what the first freed. They start together, once all eight exist: a thread started
+ * late found the limit spent by the others and had no room for its stack (the hunt). */
 enum { RACERS = 8 };
 static size_t race_got[RACERS];
+static pthread_barrier_t racers_made;
 static void *racer(void *arg) {
   size_t id = (size_t)arg, cap = 1 << 19, n = 0;
+  pthread_barrier_wait(&racers_made);
   unsigned char **b =
       mmap(NULL, cap * sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (b == MAP_FAILED) return NULL;
@@ -334,6 +337,7 @@ static void *racer(void *arg) {
 }
 
 static int child_race(size_t limit) {
+  pthread_barrier_init(&racers_made, NULL, RACERS);
   for (int round = 0; round < 2; round++) {
     pthread_t t[RACERS];
     size_t all = 0;
