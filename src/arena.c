@@ -517,7 +517,7 @@ static bool arena_grow(size_t end) {
   if (end <= have) return true;
   if (end > max) return false;
   size_t need = end - have, step = (need + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
-  if (step > grow_cap && grow_cap >= need) step = grow_cap;
+  if (step > grow_cap) step = grow_cap > need ? grow_cap : need;
   if (step > max - have) step = max - have;
   for (;;) {
     if (grow_step(have, step)) {

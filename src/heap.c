@@ -851,8 +851,9 @@ static span_t *shared_adopt(heap_t *h, unsigned cls) {
 
 /* The last resort, once the arena is spent (under an address-space limit,
  * or past 1 TiB), for a run of n slots or a small class's span of order o
- * (o < 0 for a run): any shard's free run or wilderness ("Free runs do not
- * serve small classes", design.md: until now), the pool's spans of order o,
+ * (o < 0 for a run): any shard's free run or wilderness (small classes
+ * take free runs only here: "Free runs do not serve small classes",
+ * design.md), the pool's spans of order o,
  * then pooled spans with or without pages made into runs until they make n
  * or the pool is empty, then what purge passes in flight had out (twice at
  * most: a purger at a short delay is always in one). A small span cut from

@@ -296,6 +296,7 @@ bool arena_grown(size_t first, size_t slots) INTERNAL;
 /* Runs shard k's wilderness is slots lo .. hi - 1, handed out by the arena
  * but not in use. */
 void arena_hole(unsigned k, size_t lo, size_t hi) INTERNAL;
+/* fn for each stretch of the arena in use, as addresses (mlockall, mlock.c). */
 void arena_each_used(void (*fn)(uintptr_t lo, uintptr_t hi, size_t *sum), size_t *sum) INTERNAL;
 
 static inline span_t *span_of_index(size_t i) {

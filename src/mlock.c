@@ -1,8 +1,9 @@
 /* mlock.c - mlockall with a reserved arena: the reservations (arena.c's
  * os_reserve) are locked as their pages are faulted in, never populated
  * whole, while the program's own mappings are locked and populated as the
- * kernel would do. Keeps the list of reserved ranges, and how far each is
- * in use, that this needs. */
+ * kernel would do; under a finite RLIMIT_MEMLOCK, only the arena's slots in
+ * use are counted and locked (lock_used). Keeps the list of reserved ranges
+ * this needs. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -182,8 +183,8 @@ static void lock_program_mappings(void) {
   (void)maps_each(lock_one, NULL);
 }
 
-/* The address space the kernel would count against RLIMIT_MEMLOCK, with
- * each reservation counted as far as it is in use. */
+/* The address space the kernel would count against RLIMIT_MEMLOCK, less
+ * rill's reservations (lock_used adds the arena's slots in use). */
 static void count_one(uintptr_t lo, uintptr_t hi, bool access, size_t *sum) {
   (void)access; /* the kernel counts mappings without access too */
   *sum += outside_reserved(lo, hi);
