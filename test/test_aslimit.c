@@ -338,11 +338,17 @@ static void *racer(void *arg) {
 
 static int child_race(size_t limit) {
   pthread_barrier_init(&racers_made, NULL, RACERS);
+  /* 1 MiB stacks, so that glibc's stack cache keeps all eight for the second round: 8 MiB
+   * ones it partly unmaps, and threads still filling took that room (the arena grows in
+   * steps down to a span under a limit), so a second round's thread found none */
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, MiB);
   for (int round = 0; round < 2; round++) {
     pthread_t t[RACERS];
     size_t all = 0;
     for (size_t i = 0; i < RACERS; i++)
-      if (pthread_create(&t[i], NULL, racer, (void *)i) != 0) DIE("thread %zu", i);
+      if (pthread_create(&t[i], &attr, racer, (void *)i) != 0) DIE("thread %zu", i);
     for (size_t i = 0; i < RACERS; i++) {
       pthread_join(t[i], NULL);
       all += race_got[i];
