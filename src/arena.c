@@ -544,7 +544,8 @@ static bool grow_step(size_t have, size_t step) {
     if (locked) {
       (void)syscall(SYS_munlock, p, len);
       if (reserve_prot() != PROT_NONE) sys_protect(p, len, reserve_prot());
-      (void)syscall(SYS_mlock2, p, len, 1 /* MLOCK_ONFAULT */);
+      /* under mlockall's stand-in, arena_grown locks each take instead */
+      if (!os_locks_on_use()) (void)syscall(SYS_mlock2, p, len, 1 /* MLOCK_ONFAULT */);
     }
     sys_advise(p, len, MADV_DONTDUMP); /* as reserve_at: arena_cover lets it in */
     arena_advise(rill_arena.base, have << SLOT_SHIFT, len);

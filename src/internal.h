@@ -382,6 +382,7 @@ void os_reserved_cut(void *p, size_t n) INTERNAL;
 void os_reserved_grow(void *end, size_t n) INTERNAL;
 bool os_future_locked(void) INTERNAL;             /* mlockall(MCL_FUTURE) in effect (mlock.c) */
 bool os_reserved_use(void *p, size_t n) INTERNAL; /* arena bytes come into use (mlock.c) */
+bool os_locks_on_use(void) INTERNAL;              /* mlockall's stand-in is in effect (mlock.c) */
 bool arena_track(bool (*commit)(size_t slots), void (*fit)(size_t slots, size_t old)) INTERNAL;
 void os_give_back(void *tab, size_t from, size_t to) INTERNAL;
 /* Slots below the bound: every per-slot table entry below it is usable. */

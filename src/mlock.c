@@ -86,26 +86,21 @@ bool os_reserved_use(void *p, size_t n) {
   return !atomic_load_explicit(&use_locked, RLX) || !n || sys_mlock2((uintptr_t)p, n) == 0;
 }
 
+/* Whether the stand-in locks the arena's slots one take at a time
+ * (arena_grow must then not lock a whole growth step: the limit would count
+ * all of it). */
+bool os_locks_on_use(void) {
+  return atomic_load_explicit(&use_locked, RLX);
+}
+
 /* The rest replaces the C library's mlockall; builds that keep only the
  * rill_ names leave it alone. */
 #ifndef RILL_NO_OVERRIDE
 
-/* How many bytes of [lo, hi) no reserved range holds. */
-static size_t outside_reserved(uintptr_t lo, uintptr_t hi) {
-  size_t n = hi - lo;
-  for (unsigned i = 0; i < nreserved; i++) {
-    uintptr_t a = reserved[i].lo > lo ? reserved[i].lo : lo;
-    uintptr_t rhi = __atomic_load_n(&reserved[i].hi, __ATOMIC_RELAXED);
-    uintptr_t b = rhi < hi ? rhi : hi;
-    if (b > a) n -= b - a;
-  }
-  return n;
-}
-
-static bool onfault; /* lock_program_mappings: mlock2(MLOCK_ONFAULT), not mlock */
-
-/* mlock for [lo, hi) less every reserved range in it. */
-static void lock_outside_reserved(uintptr_t lo, uintptr_t hi) {
+/* fn for each stretch of [lo, hi) that no reserved range holds, lowest
+ * first: what mlockall counts and locks as the program's own. */
+static void outside_each(uintptr_t lo, uintptr_t hi, void (*fn)(uintptr_t, uintptr_t, void *),
+                         void *arg) {
   while (lo < hi) {
     uintptr_t cut = hi, resume = hi; /* the lowest reserved range reaching past lo */
     for (unsigned i = 0; i < nreserved; i++) {
@@ -113,14 +108,22 @@ static void lock_outside_reserved(uintptr_t lo, uintptr_t hi) {
       if (rhi > lo && reserved[i].lo < cut)
         cut = reserved[i].lo > lo ? reserved[i].lo : lo, resume = rhi;
     }
-    if (cut > lo) { /* errors ignored, as the kernel's populate does */
-      if (onfault)
-        (void)sys_mlock2(lo, cut - lo);
-      else
-        (void)mlock((void *)lo, cut - lo);
-    }
+    if (cut > lo) fn(lo, cut, arg);
     lo = resume;
   }
+}
+
+static void add_len(uintptr_t lo, uintptr_t hi, void *sum) {
+  *(size_t *)sum += hi - lo;
+}
+
+/* mlock, or with *onfault mlock2(MLOCK_ONFAULT); errors ignored, as the
+ * kernel's populate does. */
+static void lock_piece(uintptr_t lo, uintptr_t hi, void *onfault) {
+  if (*(const bool *)onfault)
+    (void)sys_mlock2(lo, hi - lo);
+  else
+    (void)mlock((void *)lo, hi - lo);
 }
 
 /* A hexadecimal number at line[*k], up to the character `stop`. */
@@ -137,8 +140,7 @@ static uintptr_t hex_until(const char *line, size_t *k, size_t end, char stop) {
  * /proc/self/maps in pieces (no allocation). A line longer than the buffer
  * (a path near PATH_MAX) is skipped whole, never read from its middle.
  * False if the file cannot be read. */
-static bool maps_each(void (*fn)(uintptr_t lo, uintptr_t hi, bool access, size_t *sum),
-                      size_t *sum) {
+static bool maps_each(void (*fn)(uintptr_t lo, uintptr_t hi, bool access, void *arg), void *arg) {
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[4096];
@@ -157,7 +159,7 @@ static bool maps_each(void (*fn)(uintptr_t lo, uintptr_t hi, bool access, size_t
         k++;
         uintptr_t hi = hex_until(buf, &k, i, ' ');
         bool access = k + 3 < i && (buf[k + 1] != '-' || buf[k + 2] != '-' || buf[k + 3] != '-');
-        if (lo < hi) fn(lo, hi, access, sum);
+        if (lo < hi) fn(lo, hi, access, arg);
       }
       skipping = false;
       start = i + 1;
@@ -175,19 +177,18 @@ static bool maps_each(void (*fn)(uintptr_t lo, uintptr_t hi, bool access, size_t
 
 /* Locks and populates (or with `onfault`, locks on fault) every accessible
  * mapping that is not a reservation. */
-static void lock_one(uintptr_t lo, uintptr_t hi, bool access, size_t *sum) {
-  (void)sum;
-  if (access) lock_outside_reserved(lo, hi);
+static void lock_one(uintptr_t lo, uintptr_t hi, bool access, void *onfault) {
+  if (access) outside_each(lo, hi, lock_piece, onfault);
 }
-static void lock_program_mappings(void) {
-  (void)maps_each(lock_one, NULL);
+static void lock_program_mappings(bool onfault) {
+  (void)maps_each(lock_one, &onfault);
 }
 
 /* The address space the kernel would count against RLIMIT_MEMLOCK, less
  * rill's reservations (lock_used adds the arena's slots in use). */
-static void count_one(uintptr_t lo, uintptr_t hi, bool access, size_t *sum) {
+static void count_one(uintptr_t lo, uintptr_t hi, bool access, void *sum) {
   (void)access; /* the kernel counts mappings without access too */
-  *sum += outside_reserved(lo, hi);
+  outside_each(lo, hi, add_len, sum);
 }
 
 /* The arena's slots in use (arena_each_used): counted, or locked on fault. */
@@ -229,9 +230,7 @@ static int lock_used(int flags) {
     atomic_store_explicit(&use_locked, true, RLX);
   }
   arena_each_used(lock_used_part, NULL);
-  onfault = flags & MCL_ONFAULT;
-  lock_program_mappings();
-  onfault = false;
+  lock_program_mappings(flags & MCL_ONFAULT);
   return 0;
 }
 
@@ -257,7 +256,7 @@ static int lock_all(int flags) {
   } else if (flags & MCL_ONFAULT) {
     r = flags & MCL_FUTURE ? sys_mlockall(flags & ~MCL_CURRENT) : 0;
   } else {
-    lock_program_mappings();
+    lock_program_mappings(false);
     r = flags & MCL_FUTURE ? sys_mlockall(flags & ~MCL_CURRENT) : 0;
   }
   if (r == 0 && (flags & MCL_FUTURE)) atomic_store_explicit(&future_locked, true, RLX);

@@ -514,7 +514,10 @@ static span_t *chunk_take(chunk_t *ck, unsigned order) {
     size_t first = arena_take(len);
     if (!first) return NULL;
     if (!arena_commit(first, len) || !arena_grown(first, len)) {
-      arena_untake(first, len); /* strict overcommit or RLIMIT_MEMLOCK refused */
+      /* strict overcommit or RLIMIT_MEMLOCK refused: back to the arena's top,
+       * and without its commit charge (the next take commits it again) */
+      if (rill_opt.commit_demand) (void)arena_decommit(first, len);
+      arena_untake(first, len);
       return NULL;
     }
     ck->next = (uint32_t)first;
