@@ -405,7 +405,8 @@ span_t *pool_fresh(unsigned order, chunk_t *ck) INTERNAL;
 void pool_put(span_t *sp) INTERNAL;
 void pool_tick(uint64_t now) INTERNAL;
 void pool_pages_arrived(void) INTERNAL;
-size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, uintptr_t *from) INTERNAL;
+size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, uintptr_t *from,
+                        bool *refused) INTERNAL;
 size_t pool_purge(void) INTERNAL;
 size_t pool_purge_timed(uint64_t now) INTERNAL;
 void pool_purge_stale(void) INTERNAL;

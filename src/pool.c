@@ -174,17 +174,23 @@ typedef struct batch {
 
 /* madvises start .. end, or on a timed pass with RILL_HUGEPAGES only the
  * whole huge pages inside it (timed purging never splits a huge page).
- * Returns the bytes given back, from *from on; 0 if none (nothing whole
- * inside, or locked pages: kept, contents and all). */
-size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, uintptr_t *from) {
+ * Returns the bytes given back, from *from on; 0 if none: nothing whole
+ * inside, or the kernel refused (*refused), as it does for locked pages
+ * (mlock, mlockall), which keep their contents. The caller must not try a
+ * refused range again until it has been used: a pass that did went on
+ * retrying it, and rill_collect under mlockall never returned. */
+size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, uintptr_t *from, bool *refused) {
   uintptr_t ps = start, pe = end;
   if (lazy && rill_opt.hugepages && end > rill_arena.base + HUGE_START) {
     ps = (start + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
     pe = end & ~(uintptr_t)(HUGE_PAGE - 1);
   }
   *from = ps;
+  *refused = false;
   if (pe <= ps) return 0;
-  return (lazy ? os_purge_lazy((void *)ps, pe - ps) : os_purge((void *)ps, pe - ps)) ? pe - ps : 0;
+  if (lazy ? os_purge_lazy((void *)ps, pe - ps) : os_purge((void *)ps, pe - ps)) return pe - ps;
+  *refused = true;
+  return 0;
 }
 
 static void batch_flush(batch_t *b, map_t *home) {
@@ -194,15 +200,20 @@ static void batch_flush(batch_t *b, map_t *home) {
     unsigned j = i + 1;
     while (j < b->n && span_start(b->sp[j]) == end) end += span_bytes(b->sp[j++]);
     uintptr_t ps;
-    size_t n = pool_purge_range(start, end, b->lazy, &ps);
+    bool refused;
+    size_t n = pool_purge_range(start, end, b->lazy, &ps, &refused);
     b->bytes += n;
     uintptr_t pe = ps + n; /* a trimmed range gave back its whole huge pages */
+    if (refused) ps = start, pe = end;
     for (unsigned k = i; k < j; k++) {
       span_t *sp = b->sp[k];
       if (span_start(sp) < ps || span_start(sp) + span_bytes(sp) > pe) continue; /* kept */
       /* relaxed atomic: rill_stats_get reads it from any thread */
-      if (!b->lazy || !rill_opt.purge_free) __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED);
-      __atomic_store_n(&sp->stamp, UINT32_MAX, __ATOMIC_RELAXED); /* purged: nothing left */
+      if (!refused && (!b->lazy || !rill_opt.purge_free))
+        __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED);
+      /* purged: nothing left; or refused (locked), its pages still there
+       * (fresh stays 0), and not tried again until it has been used */
+      __atomic_store_n(&sp->stamp, UINT32_MAX, __ATOMIC_RELAXED);
     }
     i = j;
   }

@@ -101,13 +101,16 @@ static _Atomic uint64_t *gone;
  * been free a whole delay, whatever its run's stamp says (scalloc §3.3:
  * empty memory goes back after a delay). */
 static _Atomic uint64_t *young[2];
-/* RILL_PURGE=free: dirty slots that a lazy pass has advised (MADV_FREE)
- * since they came back, set by shard_purge and cleared by freed_mark. Such
- * a slot may still hold data, so it stays dirty for calloc, but a pass
- * need not advise it again. Without them, every span freed into a merged
- * free run of GiBs gave the run pages again, and the next pass advised
- * all its GiBs once more (a minute in madvise under a 3 GiB limit after a
- * fill of 64 KiB blocks; test_runs --lazy). */
+/* Dirty slots that a pass has advised since they came back, set by
+ * shard_purge and cleared by freed_mark: with RILL_PURGE=free, by a lazy
+ * pass (MADV_FREE); or advised in vain, since the kernel refuses locked
+ * pages (mlock, mlockall). Such a slot may still hold data, so it stays
+ * dirty for calloc, but a pass need not advise it again. Without them,
+ * every span freed into a merged free run of GiBs gave the run pages
+ * again, and the next pass advised all its GiBs once more (a minute in
+ * madvise under a 3 GiB limit after a fill of 64 KiB blocks; test_runs
+ * --lazy); and under mlockall, rill_collect retried its first batch of
+ * runs forever (test_mlock). */
 static _Atomic uint64_t *lazied;
 static unsigned young_cur;    /* the generation frees mark; under every shard lock */
 static uint32_t young_turned; /* ms of the last turn; under the pool's purge lock */
@@ -198,7 +201,7 @@ static size_t dirty_scan(size_t i, size_t end, bool on) {
 static void freed_mark(size_t i, size_t n) {
   dirty_mark(i, n, true);
   bits_mark(young[young_cur], i, n, true);
-  if (rill_opt.purge_free) bits_mark(lazied, i, n, false); /* only set then */
+  bits_mark(lazied, i, n, false);
 }
 
 /* The next range of slots that may hold data, [*s, *e), from *s on and
@@ -709,7 +712,12 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left)
       bool all = true;
       for (size_t s = i, e; dirty_range(&s, &e, end, only); s = e) {
         uintptr_t a = span_start(sp) + ((s - i) << SLOT_SHIFT), from;
-        size_t got = pool_purge_range(a, a + ((e - s) << SLOT_SHIFT), lazy, &from);
+        bool refused;
+        size_t got = pool_purge_range(a, a + ((e - s) << SLOT_SHIFT), lazy, &from, &refused);
+        if (refused) { /* locked: contents kept; not again until used */
+          bits_mark(lazied, s, e - s, true);
+          continue;
+        }
         size_t gs = s + ((from - a) >> SLOT_SHIFT), gn = got >> SLOT_SHIFT;
         bytes += got;
         all = all && gn == e - s;
