@@ -48,7 +48,11 @@
  * its bookkeeping; a 16 KiB TLS record buffer and its headers) wastes under
  * 12.5% there, not 24%. Eight classes per doubling from 1 KiB cost memory
  * elsewhere (docs/design.md, "Size classes"). */
-#define NCLASSES  58
+#define NPLAIN 58 /* the classes size_class hands out */
+#define NCLASSES                                                                                   \
+  61 /* and uncoloured twins of 256, 512 and 1,024 B, for alignments                               \
+      * of 256-1,024 (class_color; heap.c, class_for) */
+#define CLS_TWIN0 NPLAIN
 #define CLASS_MAX ((size_t)256 * 1024)
 #define CLS_LARGE 255
 _Static_assert(NCLASSES <= 64, "heap_t.warm has a bit per class");
@@ -77,6 +81,7 @@ static inline size_t class_size(unsigned c) {
     unsigned k = 10 + (c - 21) / 5, j = (c - 21) % 5;
     return j == 0 ? (size_t)9 << (k - 3) : (size_t)(4 + j) << (k - 2);
   }
+  if (c >= CLS_TWIN0) return (size_t)256 << (c - CLS_TWIN0);
   unsigned k = 15 + (c - 46) / 4, s = (c - 46) % 4;
   return (size_t)(5 + s) << (k - 2);
 }

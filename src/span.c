@@ -103,7 +103,9 @@ void span_module_init(void) {
     size_t blocks = (SLOT_SIZE << o) / sz;
     cls_run[c] = o >= RUN_ORDER || sz > RUN_EXACT_MIN;
     cls_color[c] =
-        (uint16_t)(!cls_run[c] && sz >= 256 && sz <= 1024 && sz % 256 == 0 ? COLOR_BYTES : 0);
+        (uint16_t)(c < CLS_TWIN0 && !cls_run[c] && sz >= 256 && sz <= 1024 && sz % 256 == 0
+                       ? COLOR_BYTES
+                       : 0);
     cls_slots[c] = (uint32_t)(o >= RUN_ORDER       ? run_slots(blocks * sz)
                               : sz > RUN_EXACT_MIN ? exact_slots(sz)
                                                    : (size_t)1 << o);

@@ -8,18 +8,21 @@
 #include "rill_test.h"
 
 int main(void) {
-  for (unsigned c = 1; c < NCLASSES; c++)
+  for (unsigned c = 1; c < NPLAIN; c++)
     CHECK(class_size(c) > class_size(c - 1), "class %u (%zu B) not above class %u (%zu B)", c,
           class_size(c), c - 1, class_size(c - 1));
-  CHECK(class_size(NCLASSES - 1) == CLASS_MAX, "the last class is %zu B, want %zu",
-        class_size(NCLASSES - 1), CLASS_MAX);
+  CHECK(class_size(NPLAIN - 1) == CLASS_MAX, "the last class is %zu B, want %zu",
+        class_size(NPLAIN - 1), CLASS_MAX);
+  for (unsigned c = CLS_TWIN0; c < NCLASSES; c++) /* the uncoloured twins, for alignments */
+    CHECK(class_size(c) == (size_t)256 << (c - CLS_TWIN0), "twin class %u is %zu B", c,
+          class_size(c));
   for (unsigned c = 1; c < NCLASSES; c++)
     CHECK(class_size(c) % 16 == 0, "class %u (%zu B) is not a multiple of 16", c, class_size(c));
   unsigned bad = 0;
   for (size_t n = 1; n <= CLASS_MAX && bad < 5; n++) {
     unsigned c = size_class(n);
-    size_t sz = c < NCLASSES ? class_size(c) : 0;
-    bool ok = c < NCLASSES && sz >= n && (c == 0 || class_size(c - 1) < n) &&
+    size_t sz = c < NPLAIN ? class_size(c) : 0;
+    bool ok = c < NPLAIN && sz >= n && (c == 0 || class_size(c - 1) < n) &&
               (n <= 64 || (sz - n) * 4 <= n);
     if (!ok) {
       FAIL("%zu B maps to class %u (%zu B): not the smallest class that holds it, or over 25%% "
@@ -38,7 +41,7 @@ int main(void) {
              class_size(size_class(p + d)), p + p / 8);
         break;
       }
-  printf("  %u classes, 8 B .. %zu KiB: each request in its smallest class\n", NCLASSES,
+  printf("  %u classes, 8 B .. %zu KiB: each request in its smallest class\n", NPLAIN,
          CLASS_MAX / 1024);
   return t_finish("test_classes");
 }
