@@ -294,11 +294,19 @@ static bool reserve(void) {
    * limit a 1 GiB arena, and a 3.8 GiB one too: a program under ulimit -v
    * ran out of small blocks at a quarter of its limit, where glibc's went
    * on to the limit. */
-  size_t size = limit / 2 < ARENA_MAX ? (limit / 2) & ~(LARGE_MAX - 1) : ARENA_MAX;
+  /* Under a limit of a few dozen MiB (a sandbox's, a judge's): a quarter, in
+   * whole 2 MiB steps, since the arena grows as it needs and the program's
+   * libraries and stacks need the rest. With a 64 MiB arena at least, a
+   * program under a 64 MiB limit could allocate nothing, where glibc and
+   * jemalloc run under 32 MiB; with half of a 16 MiB limit, ls could not
+   * map its locale files. */
+  bool small = limit / 2 < 2 * LARGE_MAX;
+  size_t unit = small ? HUGE_PAGE : LARGE_MAX, want = small ? limit / 4 : limit / 2;
+  size_t size = want < ARENA_MAX ? want & ~(unit - 1) : ARENA_MAX;
   if (size < ARENA_MIN) size = ARENA_MIN;
   /* under a limit the arena may grow past its half as the program needs
    * (arena_grow): its tables are reserved for the whole limit, 1.6% of it */
-  size_t max = limit == SIZE_MAX ? 0 : (limit < ARENA_MAX ? limit : ARENA_MAX) & ~(LARGE_MAX - 1);
+  size_t max = limit == SIZE_MAX ? 0 : (limit < ARENA_MAX ? limit : ARENA_MAX) & ~(unit - 1);
   for (; size >= ARENA_MIN; size = pow2_below(size)) {
     if (!arena_init(size, max)) continue;
     if (pool_init()) {
@@ -350,7 +358,7 @@ bool rill_init(void) {
   }
   spin_unlock(&init_lock);
   if (report)
-    rill_message("cannot reserve address space for the arena (64 MiB at least)",
+    rill_message("cannot reserve address space for the arena (4 MiB at least)",
                  "; allocations fail with ENOMEM");
   return ok;
 }

@@ -314,7 +314,7 @@ static inline size_t span_index(const span_t *sp) {
  * reservation, so free finds it from the base it has loaded anyway: a span
  * pointer per slot of the largest arena (1 TiB / 16 KiB * 8 bytes). */
 #define ARENA_MAX ((size_t)1 << 40)
-#define ARENA_MIN ((size_t)64 << 20) /* under a tight ulimit -v */
+#define ARENA_MIN ((size_t)4 << 20) /* under a tight ulimit -v */
 #define HEADS_GAP ((uintptr_t)8 * (ARENA_MAX >> SLOT_SHIFT))
 /* The span holding arena offset `off` (< rill_arena.bound): meta[0], with
  * no blocks, if none does. One load: the entry is the span's pointer, read

@@ -59,8 +59,13 @@ while [ "$(date +%s)" -lt "$end" ]; do
   cmd+=" --items 100000 --churn 2000 --forks 8 --relay-ms 1000 --seed $seed"
   if [ $((RANDOM % 6)) = 0 ]; then # one run in six: the arena spent under a limit
     limit=$(pick 805306368 1073741824 3221225472)
+    mode=$(pick most race)
+    if [ $((RANDOM % 4)) = 0 ]; then # a sandbox's limit: 16, 32 or 64 MiB
+      limit=$(pick 16777216 33554432 67108864)
+      mode=small
+    fi
     cmd="prlimit --as=$limit env $opts"
-    cmd+=" $DIR/aslimit_debug $(pick most race) $limit"
+    cmd+=" $DIR/aslimit_debug $mode $limit"
   fi
   echo "$runs $cmd" >>"$log"
   # shellcheck disable=SC2086
