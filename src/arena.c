@@ -516,7 +516,8 @@ static bool arena_grow(size_t end) {
   size_t have = rill_arena.nslots, max = rill_arena.max_slots;
   if (end <= have) return true;
   if (end > max) return false;
-  size_t need = end - have, step = (need + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
+  size_t unit = limit_unit(max << SLOT_SHIFT) >> SLOT_SHIFT; /* the tables' reach: the limit */
+  size_t need = end - have, step = (need + unit - 1) / unit * unit;
   if (step > grow_cap) step = grow_cap > need ? grow_cap : need;
   if (step > max - have) step = max - have;
   for (;;) {
@@ -572,15 +573,15 @@ void arena_fit(size_t limit) {
   if (!atomic_load_explicit(&rill_ready, ACQ) || !rill_arena.base) return;
   spin_lock(&cover_lock);
   size_t top = atomic_load_explicit(&rill_arena_top, RLX), have = rill_arena.nslots;
-  size_t keep = arena_bound_slots();
+  size_t keep = arena_bound_slots(), unit = limit_unit(limit) >> SLOT_SHIFT;
   if (top > keep && top <= have) keep = top;
-  keep = (keep + GROW_UNIT - 1) / GROW_UNIT * GROW_UNIT;
+  keep = (keep + unit - 1) / unit * unit;
   if (keep < have) {
     os_unmap((void *)(rill_arena.base + (keep << SLOT_SHIFT)), (have - keep) << SLOT_SHIFT);
     __atomic_store_n(&rill_arena.size, keep << SLOT_SHIFT, __ATOMIC_RELAXED);
     __atomic_store_n(&rill_arena.nslots, keep, __ATOMIC_RELEASE);
   }
-  size_t max = rill_arena.max_slots, fit = (limit >> SLOT_SHIFT) / GROW_UNIT * GROW_UNIT;
+  size_t max = rill_arena.max_slots, fit = (limit >> SLOT_SHIFT) / unit * unit;
   if (fit < keep) fit = keep;
   if (fit < max) {
     os_unmap(&rill_arena.meta[fit], (max - fit) * sizeof(span_t));

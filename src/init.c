@@ -300,8 +300,7 @@ static bool reserve(void) {
    * program under a 64 MiB limit could allocate nothing, where glibc and
    * jemalloc run under 32 MiB; with half of a 16 MiB limit, ls could not
    * map its locale files. */
-  bool small = limit / 2 < 2 * LARGE_MAX;
-  size_t unit = small ? HUGE_PAGE : LARGE_MAX, want = small ? limit / 4 : limit / 2;
+  size_t unit = limit_unit(limit), want = unit < LARGE_MAX ? limit / 4 : limit / 2;
   size_t size = want < ARENA_MAX ? want & ~(unit - 1) : ARENA_MAX;
   if (size < ARENA_MIN) size = ARENA_MIN;
   /* under a limit the arena may grow past its half as the program needs

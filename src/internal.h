@@ -315,6 +315,12 @@ static inline size_t span_index(const span_t *sp) {
  * pointer per slot of the largest arena (1 TiB / 16 KiB * 8 bytes). */
 #define ARENA_MAX ((size_t)1 << 40)
 #define ARENA_MIN ((size_t)4 << 20) /* under a tight ulimit -v */
+/* The arena's steps under an address-space limit of `limit` bytes: whole
+ * largest spans, or 2 MiB under a sandbox's limit (below 128 MiB), where 32
+ * MiB is a quarter of the program's room or more. */
+static inline size_t limit_unit(size_t limit) {
+  return limit / 2 >= 2 * LARGE_MAX ? LARGE_MAX : HUGE_PAGE;
+}
 #define HEADS_GAP ((uintptr_t)8 * (ARENA_MAX >> SLOT_SHIFT))
 /* The span holding arena offset `off` (< rill_arena.bound): meta[0], with
  * no blocks, if none does. One load: the entry is the span's pointer, read

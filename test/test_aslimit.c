@@ -404,20 +404,47 @@ static int child_later(size_t limit) {
   return atomic_load(&t_failures) != 0;
 }
 
+static void *idle(void *arg) {
+  return arg;
+}
+
 /* A small limit: 1,000-byte blocks fill half of it at least before ENOMEM (glibc: 13.6 of
- * 16 MiB, rill 12.4), and malloc works again once they are freed. */
-static int child_small(size_t limit) {
+ * 16 MiB, rill 12.4), and malloc works again once they are freed. `late`: the program sets
+ * the limit itself, after rill has started, and 10 MB of blocks later a thread still starts
+ * (a 40 MiB limit left the arena 32 MiB whatever it held, and no room for the thread's
+ * stack); then the blocks fill a quarter of it. */
+static int child_small(size_t limit, bool late) {
+  if (late) {
+    T_free(T_malloc(64));
+    struct rlimit rl = {limit, limit};
+    CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s", strerror(errno));
+  }
   size_t cap = limit / 1000;
   void **b = index_array(cap);
   if (!b) return 1;
-  size_t n = fill_until_null(b, cap, 1000);
-  CHECK(n * 1000 >= limit / 2, "%zu KiB in blocks of 1,000 B under a %zu MiB limit", n * 1000 / KiB,
-        limit >> 20);
+  size_t n = 0;
+  if (late) {
+    for (; n < 10000; n++) {
+      b[n] = T_malloc(1000);
+      CHECK(b[n] != NULL, "block %zu of 10,000 under a %zu MiB limit set late", n, limit >> 20);
+      if (!b[n]) return 1;
+      memset(b[n], 1, 1000);
+    }
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, idle, NULL);
+    CHECK(rc == 0, "a thread after 10 MB of blocks, under a %zu MiB limit set late: %s",
+          limit >> 20, strerror(rc));
+    if (rc == 0) pthread_join(t, NULL);
+  }
+  n += fill_until_null(b + n, cap - n, 1000);
+  CHECK(n * 1000 >= limit / (late ? 4 : 2), "%zu KiB in blocks of 1,000 B under a %zu MiB limit",
+        n * 1000 / KiB, limit >> 20);
   for (size_t i = 0; i < n; i++) T_free(b[i]);
   void *p = T_malloc(100000);
   CHECK(p != NULL, "malloc(100000) after the blocks were freed");
   T_free(p);
-  printf("limit %zu MiB: %zu KiB in blocks of 1,000 B until ENOMEM\n", limit >> 20, n * 1000 / KiB);
+  printf("limit %zu MiB%s: %zu KiB in blocks of 1,000 B until ENOMEM\n", limit >> 20,
+         late ? " set at run time" : "", n * 1000 / KiB);
   return atomic_load(&t_failures) != 0;
 }
 
@@ -465,7 +492,10 @@ static int run_limited(const char *self, const char *mode, int resource, size_t 
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "fits") == 0) return child_fits(strtoull(argv[2], NULL, 10));
   if (argc == 3 && strcmp(argv[1], "tiny") == 0) return child_tiny();
-  if (argc == 3 && strcmp(argv[1], "small") == 0) return child_small(strtoull(argv[2], NULL, 10));
+  if (argc == 3 && strcmp(argv[1], "small") == 0)
+    return child_small(strtoull(argv[2], NULL, 10), false);
+  if (argc == 3 && strcmp(argv[1], "small-later") == 0)
+    return child_small(strtoull(argv[2], NULL, 10), true);
   if (argc == 3 && strcmp(argv[1], "most") == 0) return child_most(strtoull(argv[2], NULL, 10));
   if (argc == 3 && strcmp(argv[1], "race") == 0) return child_race(strtoull(argv[2], NULL, 10));
   if (argc == 3 && strcmp(argv[1], "shards") == 0) return child_shards(strtoull(argv[2], NULL, 10));
@@ -512,6 +542,8 @@ int main(int argc, char **argv) {
     int rc = run_limited("/proc/self/exe", "small", RLIMIT_AS, small[i], err, sizeof err);
     CHECK(rc == 0, "under a %zu MiB limit: exit %d; stderr:\n%s", small[i] >> 20, rc, err);
   }
+  int rcsl = run_limited("/proc/self/exe", "small-later", -1, 40 * MiB, err, sizeof err);
+  CHECK(rcsl == 0, "a 40 MiB limit set at run time: exit %d; stderr:\n%s", rcsl, err);
   int rc = run_limited("/proc/self/exe", "tiny", -1, 0, err, sizeof err);
   size_t said = 0;
   for (const char *s = err; (s = strstr(s, "cannot reserve")) != NULL; s++) said++;
@@ -526,7 +558,7 @@ int main(int argc, char **argv) {
   if (atomic_load(&t_failures)) return 1;
   printf("ok: the arena starts at half the limit and grows past it, most of the limit fills "
          "with small blocks, blocks past an arena that cannot grow mapped, threads ran; 16 and "
-         "32 MiB limits work, and one 2 MiB above the program fails with ENOMEM and one "
-         "message\n");
+         "32 MiB limits work, 40 MiB set at run time too, and one 2 MiB above the program "
+         "fails with ENOMEM and one message\n");
   return 0;
 }
