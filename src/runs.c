@@ -673,30 +673,71 @@ static void young_turn(uint32_t now) {
   runs_lock_all(false);
 }
 
+/* A purge pass takes a free run out of the bins for its madvise, so a run
+ * of GiBs was out of reach for as long as one call took to give it all
+ * back (a tenth of a second and more): another thread's large block took
+ * fresh memory meanwhile, or under a spent address-space limit waited for
+ * the pass (pool_purge_wait). On a timed pass, a run longer than this is
+ * purged a slice at a time, the rest left in the bins. */
+#define SLICE ((size_t)4096) /* slots: 64 MiB */
+
+/* Under sh's lock: of free run sp, just unlinked, keeps SLICE slots from
+ * the huge page of slot s (the first to purge) on, and files the rest, on
+ * either side, back in the bins. Returns the slice, out of the bins. */
+static span_t *slice(shard_t *sh, span_t *sp, size_t s) {
+  size_t i = span_index(sp), end = i + sp->nslots, hs = HUGE_PAGE >> SLOT_SHIFT;
+  size_t a = s / hs * hs > i ? s / hs * hs : i, b = end - a > SLICE ? a + SLICE : end;
+  if (b < end) file_run(sh, cut(sp, b - i, sp->stamp), end - b);
+  if (a > i) {
+    span_t *p = cut(sp, a - i, sp->stamp);
+    file_run(sh, sp, a - i);
+    sp = p;
+  }
+  span_set_nslots(sp, b - a);
+  sp->bsize = 0;
+  sp->run_free = 0; /* out of the bins, as unlink_run leaves a run */
+  head_set(a, a);
+  head_set(b - 1, a);
+  return sp;
+}
+
 /* Delayed purging of one shard's free runs: those freed at or before
  * `cutoff` ms give their pages back, and those freed later give back the
  * slots that were free a whole delay before their young neighbours came
  * (`aged`, young_turn). They leave the bins while the lock is dropped for
  * madvise, and come back merged with whatever was freed beside them
- * meanwhile. */
+ * meanwhile; a long run leaves a slice at a time (SLICE). */
 static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left) {
   enum { BATCH = 64 };
   span_t *due[BATCH];
   bool aged[BATCH];
   size_t bytes = 0;
+  /* Timed passes only, and not with huge pages, where a pass keeps a
+   * range's partial huge pages, which the next slice would find first
+   * again. A slice's rest that takes in a block freed meanwhile is young,
+   * so its old slots are found by their age (AGED), and what frees bring
+   * back is left for a later pass: slices move on. rill_collect's pass has
+   * no ages to go by (it takes what was freed before it began, whole): one
+   * that sliced went on cutting the same slice while a thread freed a block
+   * into it, or left a rest that had taken one in. */
+  bool slicing = lazy && !rill_opt.hugepages;
   for (;;) {
     unsigned nd = 0;
     size_t waiting = 0;
+    bool sliced = false; /* then this batch ends: one slice out at a time */
     spin_lock(&sh->lock);
-    for (uint64_t m = atomic_load_explicit(&sh->nonempty, RLX); m && nd < BATCH; m &= m - 1)
-      for (span_t *sp = sh->bins[__builtin_ctzll(m)], *nx; sp && nd < BATCH; sp = nx) {
+    for (uint64_t m = atomic_load_explicit(&sh->nonempty, RLX); m && nd < BATCH && !sliced;
+         m &= m - 1)
+      for (span_t *sp = sh->bins[__builtin_ctzll(m)], *nx; sp && nd < BATCH && !sliced; sp = nx) {
         nx = sp->next;
         if (!has_pages(sp)) continue;
         size_t i = span_index(sp), end = i + sp->nslots, s = i, e;
         bool young_part = (int32_t)(sp->stamp - cutoff) > 0;
         if (young_part) waiting++;
-        if (young_part && !dirty_range(&s, &e, end, AGED | UNADVISED)) continue;
+        bool work = dirty_range(&s, &e, end, young_part ? AGED | UNADVISED : UNADVISED);
+        if (young_part && !work) continue;
         unlink_run(sh, sp);
+        if (slicing && work && end - s > SLICE) sp = slice(sh, sp, s), sliced = true;
         aged[nd] = young_part;
         due[nd++] = sp;
       }
@@ -740,8 +781,10 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left)
     for (unsigned k = 0; k < nd; k++) release(sh, due[k]);
     spin_unlock(&sh->lock);
     /* a timed pass takes one batch (a run whose huge pages it kept would be
-     * found due again); rill_collect's pass goes on until none is left */
-    if (nd < BATCH || lazy) {
+     * found due again), or goes on through a sliced run (each slice leaves
+     * its slots clean or advised, so the next starts further on);
+     * rill_collect's pass goes on until none is left */
+    if (!sliced && (nd < BATCH || lazy)) {
       *left = waiting + (nd == BATCH);
       return bytes;
     }

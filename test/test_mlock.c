@@ -14,10 +14,11 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/resource.h>
+
+#include "syscall_hook.h"
 
 #define OWN (8 * MiB)
 
@@ -98,34 +99,12 @@ static bool locked_then_calloc(void) {
   return true;
 }
 
-/* madvise calls the kernel refused, through the C library's `syscall`, which rill makes its
- * system calls with: this definition takes its place (x86-64 only; elsewhere nothing is
- * counted, and trim_locked says so). */
+/* madvise calls the kernel refused (syscall_hook.h). */
 static _Atomic unsigned long madvise_refused;
-#if defined(__x86_64__)
-#define COUNTS_MADVISE 1
-long syscall(long n, ...) {
-  va_list ap;
-  va_start(ap, n);
-  long a[6];
-  for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
-  va_end(ap);
-  register long r10 __asm__("r10") = a[3], r8 __asm__("r8") = a[4], r9 __asm__("r9") = a[5];
-  long r;
-  __asm__ volatile("syscall"
-                   : "=a"(r)
-                   : "a"(n), "D"(a[0]), "S"(a[1]), "d"(a[2]), "r"(r10), "r"(r8), "r"(r9)
-                   : "rcx", "r11", "memory");
-  if (r < 0 && r > -4096) {
-    if (n == SYS_madvise) madvise_refused++;
-    errno = (int)-r;
-    return -1;
-  }
-  return r;
+static void count_refused(long n, const long *a, long r) {
+  (void)a;
+  if (n == SYS_madvise && r == -1) madvise_refused++;
 }
-#else
-#define COUNTS_MADVISE 0
-#endif
 
 static void trim_hung(int sig) {
   (void)sig;
@@ -152,6 +131,7 @@ static void trim_locked(void) {
     memset(sm[i], 7, 200);
   }
   for (int i = 0; i < S; i++) free(sm[i]);
+  syscall_seen = count_refused;
   signal(SIGALRM, trim_hung);
   alarm(30);
   unsigned long f0 = madvise_refused;
@@ -161,7 +141,7 @@ static void trim_locked(void) {
   malloc_trim(0);
   unsigned long f2 = madvise_refused;
   alarm(0);
-  if (!COUNTS_MADVISE) {
+  if (!SYSCALL_HOOK) {
     printf("  malloc_trim under mlockall returned (refused madvise calls not counted here)\n");
   } else {
     printf("  malloc_trim under mlockall: %lu madvise calls refused, then %lu in two more\n",

@@ -16,7 +16,8 @@
  * again still gives back the pages that have been free a whole delay; with
  * --spill, that runs take pooled spans that hold pages before fresh memory;
  * with --stale, that a program taking never-used memory first gives back
- * the free runs unused a quarter delay, not those freed just now.
+ * the free runs unused a quarter delay, not those freed just now; with --slices, that a
+ * free run of 512 MiB stays within reach while the purger thread gives it back.
  * Otherwise run with a long
  * RILL_PURGE_DELAY_MS (ctest sets it), so no timed purge empties a free run
  * in the middle of a check. */
@@ -25,7 +26,11 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 #include <time.h>
+
+#include "syscall_hook.h"
 
 static char *xmalloc(size_t n) {
   char *p = T_malloc(n);
@@ -624,7 +629,57 @@ static void stale_runs_go_back(void) {
   T_free(a);
 }
 
+/* --slices, with a purger thread at a short delay: 32 blocks of 16 MiB, written and freed,
+ * merge into one free run of 512 MiB, which the timed passes give back while this thread
+ * allocates blocks of 16-31 MiB and frees them for 1.5 s. A pass takes what it purges out of
+ * the bins until its madvise returns, so it must give such a run back a slice (64 MiB) at a
+ * time: before, one madvise gave back the whole run, and the blocks allocated meanwhile came
+ * from fresh memory (or, under a spent address-space limit, waited for the pass). Sees each
+ * madvise through syscall_hook.h. */
+static _Atomic size_t advised_max, advised_sum;
+static void see_advice(long n, const long *a, long r) {
+  if (n != SYS_madvise || r != 0 || (a[2] != MADV_DONTNEED && a[2] != MADV_FREE)) return;
+  size_t len = (size_t)a[1];
+  atomic_fetch_add(&advised_sum, len);
+  for (size_t m = atomic_load(&advised_max); len > m;)
+    if (atomic_compare_exchange_weak(&advised_max, &m, len)) break;
+}
+static void slices_stay_in_reach(void) {
+  enum { N = 32 };
+  char *b[N];
+  for (int i = 0; i < N; i++) touch(b[i] = xmalloc(16 * MiB), 16 * MiB, 4);
+  syscall_seen = see_advice;
+  for (int i = 0; i < N; i++) T_free(b[i]);
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long tries = 0;
+  do { /* some larger than any free run this loop's own blocks leave */
+    char *p = xmalloc((16 + (size_t)tries % 16) * MiB);
+    p[0] = 5;
+    T_free(p);
+    tries++;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1500);
+  syscall_seen = NULL;
+  size_t most = atomic_load(&advised_max), sum = atomic_load(&advised_sum);
+  if (!SYSCALL_HOOK) {
+    printf("  %-38s madvise calls not seen on this architecture\n", "a free run purged in slices");
+    return;
+  }
+  printf("  %-38s %zu MiB advised in 1.5 s of churn, %zu MiB at most in one madvise\n",
+         "a free run purged in slices", sum >> 20, most >> 20);
+  CHECK(sum >= 256 * MiB, "%zu MiB advised in 1.5 s of 100 ms delays: no pass took the run",
+        sum >> 20);
+  CHECK(most <= 64 * MiB,
+        "%zu MiB given back in one madvise: a pass held that much of a free run out of reach",
+        most >> 20);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--slices")) {
+    slices_stay_in_reach();
+    return t_finish("test_runs --slices");
+  }
   if (argc > 1 && !strcmp(argv[1], "--spill")) {
     pooled_spans_serve_runs();
     return t_finish("test_runs --spill");
