@@ -48,10 +48,11 @@
  * its bookkeeping; a 16 KiB TLS record buffer and its headers) wastes under
  * 12.5% there, not 24%. Eight classes per doubling from 1 KiB cost memory
  * elsewhere (docs/design.md, "Size classes"). */
-#define NPLAIN 58 /* the classes size_class hands out */
-#define NCLASSES                                                                                   \
-  61 /* and uncoloured twins of 256, 512 and 1,024 B, for alignments                               \
-      * of 256-1,024 (class_color; heap.c, class_for) */
+/* size_class hands out the first NPLAIN classes; the three after them are
+ * uncoloured twins of 256, 512 and 1,024 B, for alignments of 256-1,024
+ * (class_color; heap.c, class_for) */
+#define NPLAIN    58
+#define NCLASSES  61
 #define CLS_TWIN0 NPLAIN
 #define CLASS_MAX ((size_t)256 * 1024)
 #define CLS_LARGE 255
