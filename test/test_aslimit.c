@@ -13,6 +13,10 @@
 
 #include "rill_test.h"
 
+#ifndef RILL_UNDER_UBSAN
+#define RILL_UNDER_UBSAN 0
+#endif
+
 static void *worker(void *arg) {
   unsigned seed = (unsigned)(uintptr_t)arg;
   void *held[64] = {0};
@@ -535,6 +539,17 @@ int main(int argc, char **argv) {
   /* ulimit -d counts private writable mappings too (Linux 4.7 and later) */
   int rcd = run_limited("/proc/self/exe", "fits", RLIMIT_DATA, 768 * MiB, err, sizeof err);
   CHECK(rcd == 0, "under a 768 MiB data limit: exit %d; stderr:\n%s", rcd, err);
+#if RILL_UNDER_UBSAN
+  /* the sanitizer's runtime maps some 44 MiB of its own and starts rill before main, so a
+   * sandbox-sized limit leaves the program nothing, and one set in main comes too late: the
+   * gcc build runs these */
+  printf("small limits (16, 32, 40 MiB set at run time, 2 MiB above the program): not run "
+         "under UBSan\n");
+  if (atomic_load(&t_failures)) return 1;
+  printf("ok: the arena starts at half the limit and grows past it, most of the limit fills "
+         "with small blocks, blocks past an arena that cannot grow mapped, threads ran\n");
+  return 0;
+#endif
   /* small limits: a sandbox's 16 or 32 MiB (rill needed 64 MiB of arena at least, and
    * every malloc failed under a 64 MiB limit, where glibc fills 61 MiB) */
   const size_t small[] = {16 * MiB, 32 * MiB};
