@@ -232,11 +232,11 @@ bool heap_module_init(size_t budget) {
     for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   }
   /* 152 MiB of address space: under a tight ulimit -v, fewer heaps within
-   * the budget (threads past the last share a locked one), and 64 (170 KiB)
-   * whatever the budget, as heaps_within counts */
-  for (max_heaps = MAX_HEAPS; max_heaps >= 64; max_heaps /= 2) {
+   * the budget (threads past the last share a locked one), 64 (170 KiB) at
+   * least; fewer still if the kernel refuses */
+  for (max_heaps = heaps_within(budget); max_heaps >= 64; max_heaps /= 2) {
     size_t rec = sizeof(heap_t) * max_heaps, ls = sizeof(heap_lists_t) * max_heaps;
-    if ((rec + ls > budget && max_heaps > 64) || !(heaps = os_reserve(rec))) continue;
+    if (!(heaps = os_reserve(rec))) continue;
     if ((heap_lists = os_reserve(ls)) != NULL) break;
     os_unmap(heaps, rec);
     heaps = NULL;
