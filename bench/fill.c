@@ -3,7 +3,9 @@
  * lets a program use. With -b, that many threads first hold a -B byte block each at
  * once (large blocks, then small ones); with -T, the blocks are freed after the fill and
  * up to that many threads are started at once, each holding its stack: how much of the
- * limit the allocator keeps once the program's memory is back. Run it under a limit, e.g.
+ * limit the allocator keeps once the program's memory is back. With -a, the blocks come
+ * from aligned_alloc with that alignment (with -M, no limit needed: what 100,000 aligned
+ * blocks cost, vm_hwm_kib). Run it under a limit, e.g.
  *   bash -c "ulimit -v 3145728; LD_PRELOAD=LIB build/bench/bench_fill"
  * Not run by the driver; see docs/benchmarks.md, "Under an address-space limit". */
 #include <malloc.h>
@@ -35,9 +37,9 @@ static void *sleeper(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  uint64_t size = 1000, cap = (uint64_t)1 << 40, holders = 0, starts = 0;
+  uint64_t size = 1000, cap = (uint64_t)1 << 40, holders = 0, starts = 0, align = 0;
   int c;
-  while ((c = getopt(argc, argv, "t:s:M:b:B:T:h")) != -1) {
+  while ((c = getopt(argc, argv, "t:s:M:b:B:T:a:h")) != -1) {
     switch (c) {
     case 't':
       if (bench_parse_u64(optarg, 't') != 1) bench_die("fill runs one thread only (-t 1)");
@@ -57,12 +59,17 @@ int main(int argc, char **argv) {
     case 'T':
       starts = bench_parse_u64(optarg, 'T');
       break;
+    case 'a':
+      align = bench_parse_u64(optarg, 'a');
+      break;
     default:
       bench_die("usage: fill [-s block bytes] [-M stop after bytes] [-b holders -B their "
-                "block bytes] [-T threads to start after freeing]");
+                "block bytes] [-T threads to start after freeing] [-a alignment]");
     }
   }
   if (size < sizeof(void *)) bench_die("-s must be at least %zu", sizeof(void *));
+  if (align && (align & (align - 1) || size % align))
+    bench_die("-a: a power of two that divides -s (aligned_alloc's rule)");
   if (holders > 1024 || starts > 1024) bench_die("-b and -T: 1024 at most");
   pthread_t *t = calloc(holders > starts ? holders : starts, sizeof *t);
   if (!t && (holders || starts)) bench_die("out of memory");
@@ -78,8 +85,11 @@ int main(int argc, char **argv) {
   void *last = NULL; /* the blocks, linked through their first word */
   for (;;) {
     if (got + size > cap) break;
-    char *p = malloc(size);
+    char *p = align ? aligned_alloc(align, size) : malloc(size);
     if (!p) break;
+    if (align && (uintptr_t)p % align)
+      bench_die("aligned_alloc(%" PRIu64 ", %" PRIu64 ") = %p: not aligned", align, size,
+                (void *)p);
     memset(p, 1, size);
     *(void **)p = last;
     last = p;
@@ -103,6 +113,7 @@ int main(int argc, char **argv) {
   }
   bench_result_begin("fill", 1, "mib", (double)got / (1 << 20), "MiB");
   bench_kv_u64("block_bytes", size);
+  if (align) bench_kv_u64("align", align);
   bench_kv_u64("bytes", got);
   if (holders) bench_kv_u64("holders", holders);
   if (starts) bench_kv_u64("threads_started", started);

@@ -998,7 +998,7 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
  * span start, so they come out aligned. The colour of 256, 512 and 1,024 B
  * (128) is not a multiple of 256-1,024, so those alignments take the
  * classes' uncoloured twins: a block of 256 B aligned to 256 took the 1,280
- * B class, which 100,000 of them made 126 MiB (jemalloc 29). */
+ * B class, which 100,000 of them made 126 MiB (jemalloc 28). */
 static unsigned class_for(size_t n, size_t align) {
   size_t m = n > align ? n : align;
   if (m > CLASS_MAX || align > SLOT_SIZE) return CLS_LARGE;
