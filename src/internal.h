@@ -166,6 +166,7 @@ typedef struct span {
   uint32_t carved;            /* blocks ever cut from the span (bump; owner only) */
   uint32_t cap;               /* blocks that fit: on this line, not the first, so that
                                * list_pop weighs a listed span by one line (room) */
+  uint32_t listed_at;         /* the owner's span_changes when the span was listed */
   struct span *prev, *next;   /* owner's reusable list (under the heap's lock) */
   /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
@@ -476,6 +477,7 @@ uint64_t pool_epoch(void) INTERNAL;
 void span_init_class(span_t *sp, unsigned cls, struct heap *h, bool warm) INTERNAL;
 void span_rewarm(span_t *sp, struct heap *h) INTERNAL;
 bool span_list_ordered(const span_t *sp) INTERNAL;
+void span_prefetch(const span_t *sp) INTERNAL;
 void span_init_large(span_t *sp, size_t lobj, size_t size, struct heap *h) INTERNAL;
 bool span_refill(span_t *sp) INTERNAL;
 uint32_t span_collect(span_t *sp) INTERNAL;
@@ -577,6 +579,9 @@ typedef struct heap {
   uint32_t stash_pops;          /* spans taken from it (the owner's only) */
   _Atomic uint32_t stash_ops;   /* the owner's pushes and pops: moves while it is busy */
   _Atomic uint32_t steal_seen;  /* stash_ops when another heap last looked to steal */
+  /* the owner's calls for a next hot span (heap_next_span); read under `lock`
+   * by whoever lists a span (listed_at) */
+  _Atomic uint32_t span_changes;
 #if RILL_DEBUG
   _Atomic uint32_t owner_tid; /* the thread that owns this record now */
 #endif
