@@ -1,0 +1,12 @@
+/* audit_lib.c - the smallest rtld auditor (LD_AUDIT), for ld_audit.sh: glibc loads an
+ * auditor before the preloaded libraries, and a preloaded library whose initial-exec TLS
+ * does not fit the static TLS left then fails to load ("cannot allocate memory in static TLS
+ * block"), so the program never starts. It says on stderr that it was loaded. */
+#include <link.h>
+#include <unistd.h>
+
+unsigned int la_version(unsigned int version) {
+  static const char msg[] = "audit_lib: loaded\n";
+  if (write(2, msg, sizeof msg - 1) < 0) return version;
+  return version;
+}
