@@ -207,6 +207,13 @@ uint64_t os_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The CPU the caller runs on, mod n; 0 where the kernel cannot say. glibc
+ * reads it from the rseq area: a load. */
+unsigned os_cpu(unsigned n) {
+  int c = sched_getcpu();
+  return c >= 0 ? (unsigned)c % n : 0;
+}
+
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif

@@ -303,6 +303,21 @@ static void heap_recycle(heap_t *h) {
 }
 
 /* ---- the owner's reusable lists ---------------------------------------- */
+/* A listed span taken back after this many span changes (any thread, any
+ * class) on the CPU that listed it hands out blocks whose lines have likely
+ * left that core's caches since the frees wrote their links: span_prefetch
+ * asks for them all at once. The server soak at eight workers on two cores
+ * takes a third of its listed spans back that late, and its malloc p99 was
+ * those misses, one per pop (145-156 -> 95-98 ns); shbench takes 2% so late
+ * and larson 0.01%. Every pop, or from 16 changes, cost shbench 3%: its
+ * spans are still cached, and a 16 KiB span of small blocks is 256
+ * prefetches. Counted per CPU, not per heap: at 16 workers on two cores a
+ * worker's own changes missed the others' evicting its lines between its
+ * turns (p99 155-159 ns counted per heap, 106-131 per CPU). Threads of one
+ * CPU do not run at once, so a plain increment loses little. */
+#define COLD_CHANGES 64
+static struct { _Alignas(64) _Atomic uint32_t n; } cpu_changes[MAX_STRIPES];
+
 /* The lists belong to the owner, but a remote free that empties a LISTED span
  * must unlink it to return it at once, so they sit behind the heap's lock.
  * Only slow paths take it; the owner's fast free never touches the lists. */
@@ -315,7 +330,9 @@ static void list_link(heap_t *h, span_t *sp) {
     lists(h)->tail[sp->cls] = sp;
   list_head_set(h, sp->cls, sp);
   atomic_store_explicit(&sp->where, AT_LISTED, RLX);
-  sp->listed_at = atomic_load_explicit(&h->span_changes, RLX);
+  unsigned c = os_cpu(MAX_STRIPES);
+  sp->listed_cpu = (uint8_t)c;
+  sp->listed_at = atomic_load_explicit(&cpu_changes[c].n, RLX);
 }
 
 static void list_cut(heap_t *h, span_t *sp) {
@@ -884,16 +901,6 @@ static span_t *run_for(heap_t *h, size_t n, bool own) {
 static size_t heap_sweep(heap_t *h);
 static _Atomic uint64_t stash_beat; /* the pool epoch whose stash flush has run */
 
-/* A listed span taken back after its owner has changed spans this many
- * times (any class) hands out blocks whose lines have likely left the
- * core's caches since its frees wrote their links: span_prefetch asks for
- * them all at once. The server soak at eight workers on two cores takes a
- * third of its listed spans back after 64 changes or more, and its malloc
- * p99 was those misses, one per pop (150 -> 100 ns); shbench takes 2% so
- * late and larson 0.01%. Every pop, or from 16 changes, cost shbench 3%:
- * its spans are still cached, and a 16 KiB span of small blocks is 256
- * prefetches. */
-#define COLD_CHANGES 64
 static span_t *heap_next_span(heap_t *h, unsigned cls) {
   if (!heap_is_shared(h)) dbg_heap_mine(h);
   /* once per timed purge pass, pool what lost the eager-return race, so it
@@ -908,11 +915,12 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
     if (b != e && atomic_compare_exchange_strong_explicit(&stash_beat, &b, e, RLX, RLX))
       heap_stashes_flush(); /* the first heap to see the beat: idle threads' stashes too */
   }
-  uint32_t changes = atomic_load_explicit(&h->span_changes, RLX) + 1;
-  atomic_store_explicit(&h->span_changes, changes, RLX);
+  _Atomic uint32_t *changes = &cpu_changes[os_cpu(MAX_STRIPES)].n;
+  atomic_store_explicit(changes, atomic_load_explicit(changes, RLX) + 1, RLX);
   span_t *sp = list_pop(h, cls, false);
   if (sp) {
-    if (changes - sp->listed_at >= COLD_CHANGES) span_prefetch(sp);
+    uint32_t now = atomic_load_explicit(&cpu_changes[sp->listed_cpu].n, RLX);
+    if (now - sp->listed_at >= COLD_CHANGES) span_prefetch(sp);
     return sp;
   }
   sp = adopt_from(h, &orphanage, cls, true);

@@ -166,7 +166,8 @@ typedef struct span {
   uint32_t carved;            /* blocks ever cut from the span (bump; owner only) */
   uint32_t cap;               /* blocks that fit: on this line, not the first, so that
                                * list_pop weighs a listed span by one line (room) */
-  uint32_t listed_at;         /* the owner's span_changes when the span was listed */
+  uint32_t listed_at;         /* span changes on listed_cpu when the span was listed */
+  uint8_t listed_cpu;         /* the CPU that listed it (heap.c, COLD_CHANGES) */
   struct span *prev, *next;   /* owner's reusable list (under the heap's lock) */
   /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
@@ -381,6 +382,7 @@ void arena_fork_child(void) INTERNAL;
 bool os_purge(void *p, size_t n) INTERNAL;
 bool os_purge_lazy(void *p, size_t n) INTERNAL;
 uint64_t os_now_ms(void) INTERNAL;
+unsigned os_cpu(unsigned n) INTERNAL;
 void os_wait(_Atomic uint32_t *w, uint32_t v) INTERNAL;
 void os_wait_ms(_Atomic uint32_t *w, uint32_t v, uint32_t ms) INTERNAL;
 void os_wake(_Atomic uint32_t *w) INTERNAL;
@@ -579,9 +581,6 @@ typedef struct heap {
   uint32_t stash_pops;          /* spans taken from it (the owner's only) */
   _Atomic uint32_t stash_ops;   /* the owner's pushes and pops: moves while it is busy */
   _Atomic uint32_t steal_seen;  /* stash_ops when another heap last looked to steal */
-  /* the owner's calls for a next hot span (heap_next_span); read under `lock`
-   * by whoever lists a span (listed_at) */
-  _Atomic uint32_t span_changes;
 #if RILL_DEBUG
   _Atomic uint32_t owner_tid; /* the thread that owns this record now */
 #endif

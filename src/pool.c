@@ -2,9 +2,6 @@
  * bitmaps, one per span order and per stripe (stripe = the CPU the caller
  * runs on), reused lowest address first, and their delayed, batched purging.
  * The maps take no lock; one lock keeps purge passes apart and fork. */
-#define _GNU_SOURCE
-#include <sched.h>
-
 #include "internal.h"
 
 /* Each order and stripe has a bitmap over the arena's slots: bit i is set
@@ -490,10 +487,9 @@ uint64_t pool_purged_bytes(void) {
  * bitmap words and counter: threadtest at 4 threads ran 4-9% slower (at 16,
  * 4-7%). Two threads on one CPU do not run at once. A thread
  * that moves finds the spans freed where it now runs, which are more likely
- * in that CPU's cache. glibc reads the CPU from the rseq area: a load. */
+ * in that CPU's cache. */
 static inline unsigned cpu_stripe(void) {
-  int c = sched_getcpu();
-  return c >= 0 ? (unsigned)c % rill_arena.stripes : 0;
+  return os_cpu(rill_arena.stripes);
 }
 
 /* A pooled span of 2^order slots: the caller's stripe first (locality,
