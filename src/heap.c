@@ -308,12 +308,12 @@ static void heap_recycle(heap_t *h) {
  * left that core's caches since the frees wrote their links: span_prefetch
  * asks for them all at once. The server soak at eight workers on two cores
  * takes a third of its listed spans back that late, and its malloc p99 was
- * those misses, one per pop (145-156 -> 95-98 ns); shbench takes 2% so late
+ * those misses, one per pop (153-158 -> 93-102 ns); shbench takes 2% so late
  * and larson 0.01%. Every pop, or from 16 changes, cost shbench 3%: its
  * spans are still cached, and a 16 KiB span of small blocks is 256
  * prefetches. Counted per CPU, not per heap: at 16 workers on two cores a
  * worker's own changes missed the others' evicting its lines between its
- * turns (p99 155-159 ns counted per heap, 106-131 per CPU). Threads of one
+ * turns (p99 155-159 ns counted per heap, 111-140 per CPU). Threads of one
  * CPU do not run at once, so a plain increment loses little. */
 #define COLD_CHANGES 64
 static struct { _Alignas(64) _Atomic uint32_t n; } cpu_changes[MAX_STRIPES];
