@@ -9,7 +9,7 @@ set -u
 [ $# -ge 3 ] || { echo "usage: $0 LIBRILL AUDITOR PROGRAM [ARGS...]" >&2; exit 2; }
 LIB=$1 AUDIT=$2
 shift 2
-err=$(mktemp "${TMPDIR:-/tmp}/rill-audit.XXXXXX")
+err=$(mktemp -t rill-audit.XXXXXX)
 trap 'rm -f "$err"' EXIT
 LD_AUDIT="$AUDIT" LD_PRELOAD="$LIB" RILL_SHOW_STATS=1 "$@" 2>"$err" >/dev/null
 rc=$?
