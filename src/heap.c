@@ -60,11 +60,14 @@ static inline bool owns_nothing(const heap_t *h) {
 static heap_t *heaps;            /* max_heaps slots, reserved at start-up */
 static heap_lists_t *heap_lists; /* their lists, beside them (heap_lists_t) */
 
-/* A heap's lists: a fixed heap's own, or those of its slot in heaps[]
- * (never written in the record, so a scan that meets a record not yet
- * reset reads empty lists, as it did when they were in it). */
+/* A heap's lists: a fixed heap's own, or those of its slot in heaps[]. A
+ * thread heap's record names them from its reset on (heap_reset); a scan
+ * that meets a record not yet reset finds NULL there and the same lists by
+ * the record's index. Naming them saves the division by the record's size
+ * (1,728 bytes) at every list operation, a few dozen per span change. */
 static inline heap_lists_t *lists(const heap_t *h) {
-  return h->ls ? h->ls : &heap_lists[h - heaps];
+  heap_lists_t *ls = __atomic_load_n(&h->ls, __ATOMIC_RELAXED);
+  return likely(ls != NULL) ? ls : &heap_lists[h - heaps];
 }
 static _Atomic uint32_t heaps_top;
 static _Atomic uint32_t heaps_live;  /* records a thread owns now */
@@ -256,6 +259,7 @@ static void heap_reset(heap_t *h, uint32_t id) {
   dbg_heap_own(h);
   for (unsigned c = 0; c < NCLASSES; c++) hot_set(h, c, &rill_empty_span);
   h->id = id;
+  __atomic_store_n(&h->ls, &heap_lists[id], __ATOMIC_RELAXED);
   h->warm = h->let_go = 0;
   atomic_fetch_add_explicit(&heaps_live, 1, RLX);
   atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX); /* heap_new runs in the owner */
@@ -314,8 +318,16 @@ static void heap_recycle(heap_t *h) {
  * prefetches. Counted per CPU, not per heap: at 16 workers on two cores a
  * worker's own changes missed the others' evicting its lines between its
  * turns (p99 155-159 ns counted per heap, 111-140 per CPU). Threads of one
- * CPU do not run at once, so a plain increment loses little. */
+ * CPU do not run at once, so a plain increment loses little.
+ * Only spans of blocks up to PREFETCH_BSIZE_MAX: a program that replaces
+ * random blocks of 1-4 KiB changes span every malloc or two (spans of 16-56
+ * such blocks come back with one or two free), so 64 changes are no time at
+ * all, and every change asked for a whole 64 KiB span, one page per block:
+ * 1.2x the time (docs/benchmarks.md, "Big blocks replaced at random"). A
+ * block that big is written over many lines by its program, which dwarfs
+ * the one line its link costs malloc. */
 #define COLD_CHANGES 64
+#define PREFETCH_BSIZE_MAX 1024
 static struct { _Alignas(64) _Atomic uint32_t n; } cpu_changes[MAX_STRIPES];
 
 /* The lists belong to the owner, but a remote free that empties a LISTED span
@@ -920,7 +932,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   span_t *sp = list_pop(h, cls, false);
   if (sp) {
     uint32_t now = atomic_load_explicit(&cpu_changes[sp->listed_cpu].n, RLX);
-    if (now - sp->listed_at >= COLD_CHANGES) span_prefetch(sp);
+    if (now - sp->listed_at >= COLD_CHANGES && sp->bsize <= PREFETCH_BSIZE_MAX) span_prefetch(sp);
     return sp;
   }
   sp = adopt_from(h, &orphanage, cls, true);

@@ -549,8 +549,8 @@ typedef struct heap {
   _Alignas(64) span_t *direct[DIRECT_N]; /* hot span by (n + 7) / 8 for n <= 1024: one
                                           * load, no class lookup, on the malloc fast path */
   span_t *hot[NCLASSES];                 /* allocation span per class (scalloc: hot) */
-  heap_lists_t *ls;                      /* the lists of a heap no thread owns; NULL in the
-                                          * records of thread heaps (heap.c, lists) */
+  heap_lists_t *ls;                      /* the heap's lists: a fixed heap's own, or its slot's
+                                          * in heap_lists, set at reset (heap.c, lists) */
   _Atomic int lock;                      /* guards list[] and closed: the owner's slow paths and
                                           * remote frees that list or claim a span take it */
   bool closed;                           /* the owner has exited: spans handed back are orphaned */
