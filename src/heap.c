@@ -326,7 +326,7 @@ static void heap_recycle(heap_t *h) {
  * 1.2x the time (docs/benchmarks.md, "Big blocks replaced at random"). A
  * block that big is written over many lines by its program, which dwarfs
  * the one line its link costs malloc. */
-#define COLD_CHANGES 64
+#define COLD_CHANGES       64
 #define PREFETCH_BSIZE_MAX 1024
 static struct { _Alignas(64) _Atomic uint32_t n; } cpu_changes[MAX_STRIPES];
 
@@ -375,20 +375,6 @@ static void list_unlink(heap_t *h, span_t *sp) {
   /* release: a free that claims the orphan now pools it without the lock
    * (heap_claimed), and the next heap to format it must see these writes */
   if (h == &orphanage) atomic_store_explicit(&sp->heap, NULL, REL);
-}
-
-/* Moves a listed span to the back of its list; it stays listed. */
-static void list_to_tail(heap_t *h, span_t *sp) {
-  span_t *t = lists(h)->tail[sp->cls];
-  if (t == sp) return;
-  list_cut(h, sp);
-  t = lists(h)->tail[sp->cls];
-  sp->prev = t;
-  if (t)
-    t->next = sp;
-  else
-    list_head_set(h, sp->cls, sp);
-  lists(h)->tail[sp->cls] = sp;
 }
 
 /* ---- the stash: spans this heap emptied, for its next span changes ------ */
@@ -799,41 +785,47 @@ static uint32_t listed_room(const span_t *sp) {
  * (test_memory's drain case: 10 spans in use where 8 would do, as before).
  * `any` takes the first span, however full. */
 #define POP_SCAN 8
+/* Moves the first spans of a list, from its head to `last`, to its back in
+ * their order: four links, where moving them one by one rewrote the links
+ * of every span looked at and of its neighbours (h's lock held). */
+static void list_rotate(heap_t *h, unsigned cls, span_t *last) {
+  heap_lists_t *ls = lists(h);
+  span_t *head = ls->list[cls], *tail = ls->tail[cls], *rest = last->next;
+  if (!rest) return; /* all of the list: the order is already the same */
+  rest->prev = NULL;
+  list_head_set(h, cls, rest);
+  tail->next = head;
+  head->prev = tail;
+  last->next = NULL;
+  ls->tail[cls] = last;
+}
+
 static span_t *list_pop(heap_t *h, unsigned cls, bool any) {
   spin_lock(&h->lock);
   span_t *best;
   do {
     best = NULL;
-    unsigned best_tier = 0, passed = 0; /* tier 2: an eighth free, 1: a sixteenth */
-    span_t *sp = lists(h)->list[cls], *moved = NULL;
-    for (unsigned seen = 0; sp && sp != moved && seen < POP_SCAN; seen++) {
-      span_t *next = sp->next;
+    unsigned best_tier = 0; /* 2: an eighth free, 1: a sixteenth */
+    span_t *sp = lists(h)->list[cls], *last = NULL;
+    for (unsigned seen = 0; sp && seen < POP_SCAN; seen++) {
       if (any) {
         best = sp;
         break;
       }
       uint32_t room = listed_room(sp);
       unsigned tier = room >= sp->cap / 8 && room ? 2 : room >= sp->cap / 16 && room ? 1 : 0;
-      passed += tier != 0;
       if (tier > best_tier || (tier && tier == best_tier && sp < best)) {
         best = sp;
         best_tier = tier;
-      } else if (!tier) {
-        if (!moved) moved = sp;
-        list_to_tail(h, sp);
       }
-      sp = next;
+      last = sp;
+      sp = sp->next;
     }
-    if (!best) break;
-    /* the spans that passed lead the list now: all but the one taken go back */
-    sp = lists(h)->list[cls];
-    for (; passed && sp; passed--) {
-      span_t *next = sp->next;
-      if (sp != best) list_to_tail(h, sp);
-      sp = next;
-    }
-    list_unlink(h, best);
-  } while (!listed_detach(best));
+    /* every span looked at and not taken goes to the back */
+    if (last == best && last) last = best->prev;
+    if (best) list_unlink(h, best);
+    if (last) list_rotate(h, cls, last);
+  } while (best && !listed_detach(best));
   if (best) dbg_event(best, EV_LIST_POP);
   spin_unlock(&h->lock);
   return best;
