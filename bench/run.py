@@ -237,6 +237,11 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
                                                 "-s", "8"], "Hoard sec. 5.3"),
         Spec("randalloc", "randalloc", ["-n", pick("4000000", "40000000"), "-m", "8",
                                         "-M", "1024"], "the ar_malloc note"),
+        # the same with buffers of 1-8 KiB: spans of 16-56 such blocks come back with a block
+        # or two free, so rill changes span every malloc or two (docs/benchmarks.md)
+        Spec("randalloc-big", "randalloc", ["-n", pick("1000000", "10000000"), "-m", "1024",
+                                            "-M", "8192", "-k", "4000"],
+             "the ar_malloc note, 1-8 KiB blocks"),
         Spec("knary", "knary", ["-d", pick("8", "9"), "-k", "5", "-w", "20", "-r", pick("4", "30")],
              "Streamflow sec. 4.2.2"),
         Spec("lifo", "lifo", ["-n", pick("5000000", "50000000")], "fast-path cost (Hoard sec. 5)",
