@@ -93,6 +93,27 @@ static size_t exact_slots(size_t sz) {
  * classes up to 64 B"). */
 #define SMALL_SPAN_MIN ((size_t)32 * 1024)
 
+/* Exact runs of classes up to BIG_BLOCKS_MAX hold at least BIG_BLOCKS_MIN
+ * blocks: the 4-8 slots that 4-8 KiB blocks fill exactly, taken two to four
+ * times over. Blocks that big are buffers that programs replace at random (a
+ * server's requests, a cache's entries), and a run of 8-16 of them came back
+ * to its owner's list with a block or two free: a span change, with its
+ * locks and CASes, every two or three mallocs (randalloc at 1-8 KiB: 2.6x
+ * tcmalloc's time; larson at 10-8000 B: 0.6x its rate). 32 blocks took
+ * randalloc from 0.37 to 0.26 s and larson 1.8x, for 2-3% more peak RSS in
+ * the sizes benchmark at 4-16 KiB (docs/benchmarks.md, "Big blocks replaced
+ * at random"). The 2-4 KiB classes would need spans of 128 KiB, which are
+ * runs: cut from free runs, they split the ones large blocks wanted whole
+ * (test_runs), so they keep their 64 KiB pool spans. */
+#define BIG_BLOCKS_MIN 32u
+#define BIG_BLOCKS_MAX ((size_t)8192)
+
+static size_t exact_big(size_t sz) {
+  size_t k = exact_slots(sz), m = 1;
+  while (sz <= BIG_BLOCKS_MAX && k * m * SLOT_SIZE / sz < BIG_BLOCKS_MIN) m++;
+  return k * m;
+}
+
 void span_module_init(void) {
   for (unsigned c = 0; c < NCLASSES; c++) {
     size_t sz = class_size(c), min = sz <= 1024 ? 64 * sz : (size_t)64 * 1024;
@@ -107,7 +128,7 @@ void span_module_init(void) {
                        ? COLOR_BYTES
                        : 0);
     cls_slots[c] = (uint32_t)(o >= RUN_ORDER       ? run_slots(blocks * sz)
-                              : sz > RUN_EXACT_MIN ? exact_slots(sz)
+                              : sz > RUN_EXACT_MIN ? exact_big(sz)
                                                    : (size_t)1 << o);
   }
 }
