@@ -531,13 +531,17 @@ unsigned class_order(unsigned cls) INTERNAL;
 size_t class_slots(unsigned cls) INTERNAL;
 size_t class_color(unsigned cls) INTERNAL;
 bool class_is_run(unsigned cls) INTERNAL;
-/* Spans of this order and up (128 KiB; classes from 40 KiB) are runs of
- * runs.c rather than spans of the pool: see heap_next_span. So are the
- * spans of classes over 4 KiB below it (class_is_run, span.c). */
+/* The spans of classes over 4 KiB are runs of runs.c rather than spans of
+ * the pool (class_is_run, span.c; heap_next_span): from this order up (128
+ * KiB; classes from 40 KiB) cut to the blocks a span of the order holds,
+ * below it exact runs. */
 #define RUN_ORDER 3
+/* Orders of the pool's spans, 16-128 KiB: 128 KiB only for the classes of
+ * 2-4 KiB, which need it to hold 32 blocks (span.c, BIG_BLOCKS_MIN). */
+#define POOL_ORDERS 4
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
-#define STASH_ORDERS RUN_ORDER /* bigger spans are runs, which go back to runs.c */
+#define STASH_ORDERS POOL_ORDERS /* the spans of runs go back to runs.c */
 /* A heap's reusable lists, in an array beside the heap records: a thread
  * that never lists a span leaves their pages untouched (896 bytes of what
  * was a 2,560-byte record; `crowd`). */

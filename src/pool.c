@@ -21,9 +21,8 @@ typedef struct {
    * get one load, not a scan, however many stripes it tries. */
   _Atomic int64_t n;
 } map_t;
-/* Spans of the pool are below RUN_ORDER (bigger ones are runs of runs.c):
- * classes up to 4 KiB, and what is left of a heap's chunk, at min_order. */
-#define POOL_ORDERS RUN_ORDER
+/* Spans of the pool (POOL_ORDERS, internal.h): classes up to 4 KiB, and
+ * what is left of a heap's chunk, at min_order. */
 /* Stripe-major: a process with few CPUs touches only the first rows (order-
  * major, each order's row of MAX_STRIPES lines was a page of its own). */
 static map_t maps[MAX_STRIPES][POOL_ORDERS];

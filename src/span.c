@@ -117,19 +117,20 @@ static size_t exact_big(size_t sz) {
 void span_module_init(void) {
   for (unsigned c = 0; c < NCLASSES; c++) {
     size_t sz = class_size(c), min = sz <= 1024 ? 64 * sz : (size_t)64 * 1024;
+    if (sz > 1024 && sz <= RUN_EXACT_MIN && BIG_BLOCKS_MIN * sz > min) min = BIG_BLOCKS_MIN * sz;
     if (sz <= 64 && min < SMALL_SPAN_MIN) min = SMALL_SPAN_MIN;
     unsigned o = rill_arena.min_order;
     while ((SLOT_SIZE << o) < min || (SLOT_SIZE << o) < 2 * sz) o++;
     cls_order[c] = (uint8_t)o;
     size_t blocks = (SLOT_SIZE << o) / sz;
-    cls_run[c] = o >= RUN_ORDER || sz > RUN_EXACT_MIN;
+    cls_run[c] = sz > RUN_EXACT_MIN || o >= POOL_ORDERS;
     cls_color[c] =
         (uint16_t)(c < CLS_TWIN0 && !cls_run[c] && sz >= 256 && sz <= 1024 && sz % 256 == 0
                        ? COLOR_BYTES
                        : 0);
-    cls_slots[c] = (uint32_t)(o >= RUN_ORDER       ? run_slots(blocks * sz)
-                              : sz > RUN_EXACT_MIN ? exact_big(sz)
-                                                   : (size_t)1 << o);
+    cls_slots[c] = (uint32_t)(!cls_run[c]      ? (size_t)1 << o
+                              : o >= RUN_ORDER ? run_slots(blocks * sz)
+                                               : exact_big(sz));
   }
 }
 

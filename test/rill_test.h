@@ -301,15 +301,16 @@ static inline unsigned long long stats_field(const char *name) {
 
 /* Bytes of the span that serves blocks of `sz`, for sizes that are exact classes up to 32 KiB
  * on 4 KiB-page kernels: span.c's rule (the smallest span of 64 blocks for classes up to
- * 1 KiB, 16 KiB at least; 64 KiB for bigger ones). Every span starts at a multiple of 16
- * KiB, so only one-slot spans are aligned to their own size. Tests that rely on it check
- * their premise (a fresh thread's blocks are contiguous within a span). */
+ * 1 KiB, 16 KiB at least; 64 KiB for bigger ones up to 2 KiB, 128 KiB for 2-4 KiB). Every span
+ * starts at a multiple of 16 KiB, so only one-slot spans are aligned to their own size. Tests that
+ * rely on it check their premise (a fresh thread's blocks are contiguous within a span). */
 #define T_SLOT_BYTES 16384
 #define T_SPAN_BYTES(sz)                                                                           \
-  ((sz) <= 64    ? 2 * T_SLOT_BYTES                                                                \
-   : (sz) <= 256 ? T_SLOT_BYTES                                                                    \
-   : (sz) <= 512 ? 2 * T_SLOT_BYTES                                                                \
-                 : 4 * T_SLOT_BYTES)
+  ((sz) <= 64     ? 2 * T_SLOT_BYTES                                                               \
+   : (sz) <= 256  ? T_SLOT_BYTES                                                                   \
+   : (sz) <= 512  ? 2 * T_SLOT_BYTES                                                               \
+   : (sz) <= 2048 ? 4 * T_SLOT_BYTES                                                               \
+                  : 8 * T_SLOT_BYTES)
 /* Bytes before a span's first block (span.c, class_color): 128 for the classes of 256 B to
  * 1 KiB whose size is a multiple of 256, else none; and the blocks a span of `sz` holds. */
 #define T_COLOR(sz)    ((sz) >= 256 && (sz) <= 1024 && (sz) % 256 == 0 ? 128 : 0)
