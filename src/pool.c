@@ -65,7 +65,7 @@ static void maps_fit(size_t slots, size_t old) {
  * size; start-up calls it again if it had to release them for a smaller
  * arena (pool_release). */
 bool pool_init(void) {
-  if (rill_arena.min_order >= POOL_ORDERS) return false; /* pages over 64 KiB */
+  if (rill_arena.min_order >= POOL_ORDERS) return false; /* pages over 128 KiB */
   size_t words = (rill_arena.max_slots + 63) / 64, swords = (words + 63) / 64;
   size_t pg = rill_arena.page, per = ((words + swords) * sizeof(uint64_t) + pg - 1) & ~(pg - 1);
   size_t n = (size_t)POOL_ORDERS * rill_arena.stripes;

@@ -93,18 +93,19 @@ static size_t exact_slots(size_t sz) {
  * classes up to 64 B"). */
 #define SMALL_SPAN_MIN ((size_t)32 * 1024)
 
-/* Exact runs of classes up to BIG_BLOCKS_MAX hold at least BIG_BLOCKS_MIN
- * blocks: the 4-8 slots that 4-8 KiB blocks fill exactly, taken two to four
+/* Spans of the classes over 1 KiB up to BIG_BLOCKS_MAX hold at least
+ * BIG_BLOCKS_MIN blocks: 128 KiB pool spans for 2-4 KiB (POOL_ORDERS), and
+ * for 4-8 KiB the 4-8 slots their blocks fill exactly, taken two to four
  * times over. Blocks that big are buffers that programs replace at random (a
- * server's requests, a cache's entries), and a run of 8-16 of them came back
+ * server's requests, a cache's entries), and a span of 8-28 of them came back
  * to its owner's list with a block or two free: a span change, with its
- * locks and CASes, every two or three mallocs (randalloc at 1-8 KiB: 2.6x
- * tcmalloc's time; larson at 10-8000 B: 0.6x its rate). 32 blocks took
- * randalloc from 0.37 to 0.26 s and larson 1.8x, for 2-3% more peak RSS in
- * the sizes benchmark at 4-16 KiB (docs/benchmarks.md, "Big blocks replaced
- * at random"). The 2-4 KiB classes would need spans of 128 KiB, which are
- * runs: cut from free runs, they split the ones large blocks wanted whole
- * (test_runs), so they keep their 64 KiB pool spans. */
+ * locks and CASes, every two or three mallocs (randalloc at 1-8 KiB: 3.2x
+ * tcmalloc's time; larson at 10-8000 B: 0.51x its rate). With 32 blocks
+ * randalloc takes 1.6x tcmalloc's time and larson runs at 1.2x its rate, for
+ * 3-4% more peak RSS in randalloc and 8-20% in larson
+ * (docs/benchmarks.md, "Big blocks replaced at random"). The 2-4 KiB spans
+ * stay in the pool: as runs, they were cut from free runs and split the ones
+ * large blocks wanted whole (test_runs). */
 #define BIG_BLOCKS_MIN 32u
 #define BIG_BLOCKS_MAX ((size_t)8192)
 

@@ -3,7 +3,8 @@
  * smallest class that holds it; classes grow strictly and, from 16 B, are
  * multiples of 16; no class wastes more than 25% of a request over 64 B;
  * every power of two is a class; and a power of two from 1 to 16 KiB plus up
- * to an eighth of it (a page or a buffer and its header) rounds to 9/8 of the power. */
+ * to an eighth of it (a page or a buffer and its header) rounds to 9/8 of the power; spans hold
+ * 64 blocks or more up to 1 KiB and 32 up to 8 KiB, pool spans up to 4 KiB. */
 #include "internal.h"
 #include "rill_test.h"
 
@@ -41,7 +42,21 @@ int main(void) {
              class_size(size_class(p + d)), p + p / 8);
         break;
       }
-  printf("  %u classes, 8 B .. %zu KiB: each request in its smallest class\n", NPLAIN,
-         CLASS_MAX / 1024);
+  /* blocks per span (span.c): 64 up to 1 KiB, 32 over it up to 8 KiB, so buffers replaced at
+   * random do not change span every few mallocs; up to 4 KiB the spans are the pool's, never
+   * runs (cut from free runs, small spans split those large blocks want) */
+  span_module_init();
+  for (unsigned c = 0; c < NPLAIN; c++) {
+    size_t sz = class_size(c);
+    if (sz > 8192) break;
+    size_t bytes = class_is_run(c) ? class_slots(c) * SLOT_SIZE : SLOT_SIZE << class_order(c);
+    size_t want = sz <= 1024 ? 64 : 32;
+    CHECK(bytes / sz >= want, "class %u (%zu B): %zu blocks per span, want %zu or more", c, sz,
+          bytes / sz, want);
+    CHECK(sz > 4096 || !class_is_run(c), "class %u (%zu B) takes runs, not pool spans", c, sz);
+  }
+  printf("  %u classes, 8 B .. %zu KiB: each request in its smallest class; 64 blocks per span "
+         "up to 1 KiB, 32 up to 8 KiB\n",
+         NPLAIN, CLASS_MAX / 1024);
   return t_finish("test_classes");
 }
