@@ -320,12 +320,12 @@ static void heap_recycle(heap_t *h) {
  * turns (p99 155-159 ns counted per heap, 111-140 per CPU). Threads of one
  * CPU do not run at once, so a plain increment loses little.
  * Only spans of blocks up to PREFETCH_BSIZE_MAX: a program that replaces
- * random blocks of 1-4 KiB changes span every malloc or two (spans of 16-56
- * such blocks come back with one or two free), so 64 changes are no time at
- * all, and every change asked for a whole 64 KiB span, one page per block:
- * 1.2x the time (docs/benchmarks.md, "Big blocks replaced at random"). A
- * block that big is written over many lines by its program, which dwarfs
- * the one line its link costs malloc. */
+ * random blocks of 1-8 KiB changes span every few mallocs, so 64 changes
+ * are no time at all, and every change asked for a whole span, one page per
+ * block (1.2x the time when those spans held 16-56 blocks and changed every
+ * two or three mallocs; docs/benchmarks.md, "Big blocks replaced at
+ * random"). A block that big is written over many lines by its program,
+ * which dwarfs the one line its link costs malloc. */
 #define COLD_CHANGES       64
 #define PREFETCH_BSIZE_MAX 1024
 static struct { _Alignas(64) _Atomic uint32_t n; } cpu_changes[MAX_STRIPES];
