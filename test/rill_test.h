@@ -299,7 +299,7 @@ static inline unsigned long long stats_field(const char *name) {
 #define MiB ((size_t)1 << 20)
 #define KiB ((size_t)1 << 10)
 
-/* Bytes of the span that serves blocks of `sz`, for sizes that are exact classes up to 32 KiB
+/* Bytes of the span that serves blocks of `sz`, for sizes that are exact classes up to 4 KiB
  * on 4 KiB-page kernels: span.c's rule (the smallest span of 64 blocks for classes up to
  * 1 KiB, 16 KiB at least; 64 KiB for bigger ones up to 2 KiB, 128 KiB for 2-4 KiB). Every span
  * starts at a multiple of 16 KiB, so only one-slot spans are aligned to their own size. Tests that

@@ -42,16 +42,17 @@ int main(void) {
              class_size(size_class(p + d)), p + p / 8);
         break;
       }
-  /* blocks per span (span.c): 64 up to 1 KiB, 32 over it up to 8 KiB, so buffers replaced at
-   * random do not change span every few mallocs; up to 4 KiB the spans are the pool's, never
-   * runs (cut from free runs, small spans split those large blocks want) */
+  /* blocks per span (span.c): room for 64 up to 1 KiB, 32 over it up to 8 KiB, so buffers
+   * replaced at random do not change span every few mallocs (the colour of the classes of 256 B
+   * to 1 KiB then takes one block of the 64); up to 4 KiB the spans are the pool's, never runs
+   * (cut from free runs, small spans split those large blocks want) */
   span_module_init();
   for (unsigned c = 0; c < NPLAIN; c++) {
     size_t sz = class_size(c);
     if (sz > 8192) break;
     size_t bytes = class_is_run(c) ? class_slots(c) * SLOT_SIZE : SLOT_SIZE << class_order(c);
     size_t want = sz <= 1024 ? 64 : 32;
-    CHECK(bytes / sz >= want, "class %u (%zu B): %zu blocks per span, want %zu or more", c, sz,
+    CHECK(bytes / sz >= want, "class %u (%zu B): room for %zu blocks per span, want %zu", c, sz,
           bytes / sz, want);
     CHECK(sz > 4096 || !class_is_run(c), "class %u (%zu B) takes runs, not pool spans", c, sz);
   }
