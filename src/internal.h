@@ -443,6 +443,7 @@ span_t *run_get(size_t n, uint32_t home, bool own) INTERNAL;
 span_t *run_get_free(size_t n, uint32_t home, bool own) INTERNAL;
 span_t *run_get_last(size_t n, uint32_t home) INTERNAL;
 void run_adopt(span_t *sp, uint32_t home) INTERNAL;
+size_t run_free_beside(size_t first, size_t end, uint32_t home) INTERNAL;
 size_t pool_spill(size_t want, uint32_t home) INTERNAL;
 size_t pool_spill_spent(size_t want, uint32_t home) INTERNAL;
 bool pool_purge_wait(void) INTERNAL;

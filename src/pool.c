@@ -559,17 +559,91 @@ span_t *pool_fresh(unsigned order, chunk_t *ck) {
 
 #define SPILL_MIN 256 /* slots: 4 MiB */
 
+/* Spans taken off the maps by slot, for pool_spill: the span starting at
+ * slot i, if it is pooled and no one takes it first (a pop, a purge pass). */
+static span_t *map_take_at(size_t i) {
+  size_t w = i / 64;
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++) {
+      map_t *mp = &maps[s][o];
+      if (!(atomic_load_explicit(&mp->bits[w], RLX) & BIT(i))) continue;
+      uint64_t old = atomic_fetch_and_explicit(&mp->bits[w], ~BIT(i), SEQ);
+      if (!(old & BIT(i))) return NULL;
+      if (old == BIT(i)) map_unmark(mp, w);
+      atomic_fetch_sub_explicit(&mp->n, 1, RLX);
+      span_t *sp = span_of_index(i);
+      if (unlikely(rill_opt.commit_demand) && atomic_load_explicit(&sp->gone_n, RLX) &&
+          !pool_recommit(sp)) {
+        map_push(mp, sp); /* still decommitted: leave it */
+        return NULL;
+      }
+      return sp;
+    }
+  return NULL;
+}
+
+/* Which slots of word w pooled spans cover, in every map: a span's bit is
+ * its first slot, so an order-o span covers that bit and the 2^o - 1 above
+ * it, some of them in the next word (*carry, in and out). */
+static uint64_t map_cover(size_t w, uint64_t *carry) {
+  uint64_t c = *carry, next = 0;
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++) {
+      uint64_t x = atomic_load_explicit(&maps[s][o].bits[w], RLX);
+      if (!x) continue;
+      c |= x;
+      for (unsigned k = 1; k < 1u << o; k++) {
+        c |= x << k;
+        next |= x >> (64 - k);
+      }
+    }
+  *carry = next;
+  return c;
+}
+
+/* Slots first .. end - 1 of pooled spans, a stretch, go to the runs, from
+ * its low end up to `most` slots, if with the free runs beside it they make
+ * `want` slots; else they stay. */
+static size_t spill_stretch(size_t first, size_t end, size_t want, size_t most, uint32_t home) {
+  if (end - first + run_free_beside(first, end, home) < want) return 0;
+  size_t got = 0;
+  for (size_t i = first; i < end && got < most;) {
+    span_t *sp = map_take_at(i);
+    if (!sp) { /* taken meanwhile */
+      i++;
+      continue;
+    }
+    i += span_nslots(sp);
+    got += span_nslots(sp);
+    run_adopt(sp, home);
+  }
+  return got;
+}
+
+/* A spill that found no stretch for `want` is not tried again for as much
+ * for an eighth of the purge delay: pooled spans come and go, but a pool
+ * of scattered spans stays so for a while, and each look reads every map. */
+static _Atomic size_t spill_miss_want;
+static _Atomic uint64_t spill_miss_until;
+
 /* Before runs cut never-used slots for a large object or a big class's
- * span: pooled spans that hold pages become free runs (run_adopt), lowest
- * address first, up to twice the slots wanted, so the runs can serve it from
+ * span: stretches of neighbouring pooled spans long enough to serve it
+ * (with the free runs beside them) become free runs (run_adopt), lowest
+ * address first, up to the slots wanted, so the runs can serve it from
  * memory already resident. Small classes' spans freed by the thousand
  * otherwise served only small classes until purged: sqlite3 freed 72 MiB of
  * them between two phases and faulted in as much again for its page cache's
- * 5 KiB blocks (peak RSS 250 MiB against glibc's 173). Returns the slots
- * handed over. */
+ * 5 KiB blocks (peak RSS 250 MiB against glibc's 173). Only such stretches,
+ * and no more of them than wanted: a span made a run is the runs' for good.
+ * The spill before took twice the want in spans, the biggest order first, so
+ * from a stretch of 16 and 32 KiB spans it took the 32 KiB ones and left
+ * the others: python3, for its 5 MiB JSON text, made 10 MiB of spans runs
+ * of 32-128 KiB that nothing used, got the text from never-used memory, and
+ * faulted in the 10 MiB again for its next round's objects (peak RSS 96
+ * MiB; 92 with this, mimalloc 84). A stretch may hold purged spans: they
+ * become runs without pages. Returns the slots handed over. */
 size_t pool_spill(size_t want, uint32_t home) {
-  size_t got = 0, have = 0;
-  unsigned stripe = cpu_stripe();
+  size_t have = 0;
   /* only a surplus: at least SPILL_MIN slots pooled, and four times the want
    * (a program's pool of a few spans is its small classes' next spans) */
   for (unsigned s = 0; s < rill_arena.stripes; s++)
@@ -578,16 +652,40 @@ size_t pool_spill(size_t want, uint32_t home) {
       have += n > 0 ? (size_t)n << o : 0;
     }
   if (have < SPILL_MIN || have < 4 * want) return 0;
-  for (int o = POOL_ORDERS - 1; o >= 0 && got < 2 * want; o--) {
-    span_t *sp;
-    while (got < 2 * want && (sp = pool_pop((unsigned)o, stripe)) != NULL) {
-      if (sp->stamp == UINT32_MAX || atomic_load_explicit(&sp->gone_n, RLX)) {
-        map_push(&maps[stripe][o], sp); /* no pages (or decommitted): nothing to gain */
-        break;
+  uint64_t now = os_now_ms();
+  if (want >= atomic_load_explicit(&spill_miss_want, RLX) &&
+      now < atomic_load_explicit(&spill_miss_until, RLX))
+    return 0;
+  size_t got = 0, nw = map_words(), first = 0;
+  bool in = false; /* inside a stretch that began at `first` */
+  uint64_t carry = 0;
+  for (size_t w = 0; w < nw && got < want; w++) {
+    if (!in && !carry && w % 64 == 0) { /* skip 64 words no map marks */
+      uint64_t any = 0;
+      for (unsigned s = 0; s < rill_arena.stripes; s++)
+        for (unsigned o = 0; o < POOL_ORDERS; o++)
+          any |= atomic_load_explicit(&maps[s][o].sum[w / 64], RLX);
+      if (!any) {
+        w += 63;
+        continue;
       }
-      got += span_nslots(sp);
-      run_adopt(sp, home);
     }
+    uint64_t c = map_cover(w, &carry), base = w * 64;
+    for (unsigned pos = 0; pos < 64;) {
+      uint64_t rest = (in ? ~c : c) >> pos; /* looking for the stretch's end, or a start */
+      if (!rest) break;
+      pos += (unsigned)__builtin_ctzll(rest);
+      if (in)
+        got += spill_stretch(first, base + pos, want, want - got, home);
+      else
+        first = base + pos;
+      in = !in;
+    }
+  }
+  if (in && got < want) got += spill_stretch(first, nw * 64, want, want - got, home);
+  if (!got) {
+    atomic_store_explicit(&spill_miss_want, want, RLX);
+    atomic_store_explicit(&spill_miss_until, now + rill_opt.purge_delay / 8, RLX);
   }
   return got;
 }

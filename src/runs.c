@@ -557,16 +557,35 @@ span_t *run_get_last(size_t n, uint32_t home) {
 void run_adopt(span_t *sp, uint32_t home) {
   shard_t *sh = &shards[home % RUN_SHARDS];
   size_t i = span_index(sp), n = span_nslots(sp);
+  bool pages = has_pages(sp); /* a purged or never-used span has none: not dirty */
   uint64_t now = os_now_ms();
   spin_lock(&sh->lock);
   claim(sh, i, n);
   sp->cls = CLS_LARGE;
   sp->fresh = 0; /* free runs: the dirty bits */
-  sp->stamp = (uint32_t)now;
+  sp->stamp = pages ? (uint32_t)now : UINT32_MAX;
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
-  freed_mark(i, n);
+  if (pages) freed_mark(i, n);
   release(sh, sp);
   spin_unlock(&sh->lock);
+}
+
+/* For pool_spill: the slots of home's free runs that end at slot `first`
+ * or begin at `end`, which pooled spans first .. end - 1 made runs would
+ * merge with (release). */
+size_t run_free_beside(size_t first, size_t end, uint32_t home) {
+  shard_t *sh = &shards[home % RUN_SHARDS];
+  size_t n = 0;
+  spin_lock(&sh->lock);
+  size_t k = head_get(first - 1); /* slot 0 is never pooled, so first > 0 */
+  span_t *l = span_of_index(k);
+  if (shard_mark(l) == sh->id && l->run_free && k + l->nslots == first) n += l->nslots;
+  if (end < arena_bound_slots() && head_get(end) == end) {
+    span_t *r = span_of_index(end);
+    if (shard_mark(r) == sh->id && r->run_free) n += r->nslots;
+  }
+  spin_unlock(&sh->lock);
+  return n;
 }
 
 /* Takes back the run of a freed large object, or of a big class's span

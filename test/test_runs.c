@@ -15,6 +15,8 @@
  * delay), that a free run which takes in a freshly freed neighbour again and
  * again still gives back the pages that have been free a whole delay; with
  * --spill, that runs take pooled spans that hold pages before fresh memory;
+ * with --scattered, that they take only stretches of them that can serve
+ * the request, and leave the others to the small classes;
  * with --stale, that a program taking never-used memory first gives back
  * the free runs unused a quarter delay, not those freed just now; with --slices, that a
  * free run of 512 MiB stays within reach while the purger thread gives it back.
@@ -577,6 +579,49 @@ static void pooled_spans_serve_runs(void) {
   T_free(a);
 }
 
+/* --scattered, in a process of its own, with a long purge delay: pooled
+ * spans go to the runs only as stretches that can serve the request. 64 MiB
+ * of 1 KiB blocks written, then those of every other 128 KiB of address
+ * space freed, so the pool holds 32 MiB in pieces of 128 KiB at most with
+ * live blocks between them; then a 6 MiB block, which no piece can serve,
+ * and 30 MiB of 1 KiB blocks, which the pooled pieces can: they must come
+ * from the pool. The library before made 6 MiB of the pieces runs for the
+ * 6 MiB block (which took fresh memory anyway), and the 1 KiB blocks then
+ * took 2,650 minor faults against 70 (python3's objects beside its JSON
+ * text). */
+static void scattered_spans_stay_pooled(void) {
+  enum { N1 = 64 * 1024, N2 = 30 * 1024 };
+  char **a = (char **)xmalloc(N1 * sizeof *a);
+  char **b = (char **)xmalloc(N2 * sizeof *b);
+  for (int i = 0; i < N1; i++) touch(a[i] = xmalloc(1024), 1024, 1);
+  size_t freed = 0;
+  for (int i = 0; i < N1; i++)
+    if (((uintptr_t)a[i] >> 17) % 2 == 0) {
+      T_free(a[i]);
+      a[i] = NULL;
+      freed += 1024;
+    }
+  char *big = xmalloc(6 * MiB);
+  touch(big, 6 * MiB, 3);
+  long f0 = minor_faults();
+  for (int i = 0; i < N2; i++) touch(b[i] = xmalloc(1024), 1024, 2);
+  long faults = minor_faults() - f0, fresh = (long)N2 * 1024 / 4096;
+  printf("  %-38s %ld minor faults for 30 MiB of 1 KiB blocks after %zu MiB freed in pieces "
+         "(%ld if all fresh)\n",
+         "scattered pooled spans stay pooled", faults, freed >> 20, fresh);
+  CHECK(freed >= 20 * MiB, "only %zu MiB freed: the blocks did not fill the address space in order",
+        freed >> 20);
+  CHECK(faults < fresh / 8,
+        "%ld minor faults for 30 MiB of 1 KiB blocks while %zu MiB of their spans were pooled: "
+        "a 6 MiB block took the pooled pieces, which could not serve it",
+        faults, freed >> 20);
+  for (int i = 0; i < N2; i++) T_free(b[i]);
+  for (int i = 0; i < N1; i++) T_free(a[i]);
+  T_free(big);
+  T_free(a);
+  T_free(b);
+}
+
 /* Whether every page of p .. p + n holds v where touch wrote it. */
 static bool pages_hold(const char *p, size_t n, char v) {
   bool ok = p[n - 1] == v;
@@ -683,6 +728,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--spill")) {
     pooled_spans_serve_runs();
     return t_finish("test_runs --spill");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--scattered")) {
+    scattered_spans_stay_pooled();
+    return t_finish("test_runs --scattered");
   }
   if (argc > 1 && !strcmp(argv[1], "--stale")) {
     stale_runs_go_back();
