@@ -601,21 +601,38 @@ static uint64_t map_cover(size_t w, uint64_t *carry) {
   return c;
 }
 
-/* Slots first .. end - 1 of pooled spans, a stretch, go to the runs, from
- * its low end up to `most` slots, if with the free runs beside it they make
- * `want` slots; else they stay. */
+/* Whether the pooled span at slot i holds pages (and is not decommitted),
+ * and its slots (*n). Read without taking it: a guess, which map_take_at
+ * settles. */
+static bool pooled_resident(size_t i, size_t *n) {
+  const span_t *sp = span_of_index(i);
+  uint32_t k = span_nslots(sp);
+  *n = k ? k : 1;
+  return __atomic_load_n(&sp->stamp, __ATOMIC_RELAXED) != UINT32_MAX &&
+         !atomic_load_explicit(&sp->gone_n, RLX);
+}
+
+/* Slots first .. end - 1 of pooled spans, a stretch: its parts that hold
+ * pages go to the runs, from the low end up to `most` slots, each if with
+ * the free runs beside it it makes `want` slots. Spans without pages stay:
+ * they fault in like never-used memory, so the small classes keep them. */
 static size_t spill_stretch(size_t first, size_t end, size_t want, size_t most, uint32_t home) {
-  if (end - first + run_free_beside(first, end, home) < want) return 0;
-  size_t got = 0;
-  for (size_t i = first; i < end && got < most;) {
-    span_t *sp = map_take_at(i);
-    if (!sp) { /* taken meanwhile */
-      i++;
-      continue;
+  size_t got = 0, n;
+  for (size_t a = first, b; a < end && got < most; a = b) {
+    while (a < end && !pooled_resident(a, &n)) a += n;
+    for (b = a; b < end && pooled_resident(b, &n);) b += n;
+    if (b > end) b = end;
+    if (b == a || b - a + run_free_beside(a, b, home) < want) continue;
+    for (size_t i = a; i < b && got < most;) {
+      span_t *sp = map_take_at(i);
+      if (!sp) { /* taken meanwhile */
+        i++;
+        continue;
+      }
+      i += span_nslots(sp);
+      got += span_nslots(sp);
+      run_adopt(sp, home);
     }
-    i += span_nslots(sp);
-    got += span_nslots(sp);
-    run_adopt(sp, home);
   }
   return got;
 }
@@ -640,8 +657,7 @@ static _Atomic uint64_t spill_miss_until;
  * the others: python3, for its 5 MiB JSON text, made 10 MiB of spans runs
  * of 32-128 KiB that nothing used, got the text from never-used memory, and
  * faulted in the 10 MiB again for its next round's objects (peak RSS 96
- * MiB; 92 with this, mimalloc 84). A stretch may hold purged spans: they
- * become runs without pages. Returns the slots handed over. */
+ * MiB; 92 with this, mimalloc 84). Returns the slots handed over. */
 size_t pool_spill(size_t want, uint32_t home) {
   size_t have = 0;
   /* only a surplus: at least SPILL_MIN slots pooled, and four times the want
