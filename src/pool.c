@@ -614,15 +614,20 @@ static bool pooled_resident(size_t i, size_t *n) {
 
 /* Slots first .. end - 1 of pooled spans, a stretch: its parts that hold
  * pages go to the runs, from the low end up to `most` slots, each if with
- * the free runs beside it it makes `want` slots. Spans without pages stay:
+ * the free runs beside it it makes `want` slots (and is half of it at
+ * least, so a scattered pool costs no lock per piece). Spans without pages stay:
  * they fault in like never-used memory, so the small classes keep them. */
 static size_t spill_stretch(size_t first, size_t end, size_t want, size_t most, uint32_t home) {
   size_t got = 0, n;
+  if (end - first < want / 2) return 0; /* before reading its spans' entries */
   for (size_t a = first, b; a < end && got < most; a = b) {
     while (a < end && !pooled_resident(a, &n)) a += n;
     for (b = a; b < end && pooled_resident(b, &n);) b += n;
     if (b > end) b = end;
-    if (b == a || b - a + run_free_beside(a, b, home) < want) continue;
+    /* the free runs beside are each shorter than want (the runs were
+     * searched first), so a stretch under half of it is not worth their lock */
+    if (b == a || b - a < want / 2 || (b - a < want && b - a + run_free_beside(a, b, home) < want))
+      continue;
     for (size_t i = a; i < b && got < most;) {
       span_t *sp = map_take_at(i);
       if (!sp) { /* taken meanwhile */
