@@ -663,6 +663,52 @@ static _Atomic uint64_t spill_miss_until;
  * of 32-128 KiB that nothing used, got the text from never-used memory, and
  * faulted in the 10 MiB again for its next round's objects (peak RSS 96
  * MiB; 92 with this, mimalloc 84). Returns the slots handed over. */
+/* Stretches in the words w .. end - 1 of the maps, lowest first, until
+ * `want` slots are spilled (*got); *at is the slot of the first stretch
+ * spilled from. A span that begins below w is not seen there. */
+static void spill_scan(size_t w, size_t end, size_t want, uint32_t home, size_t *got, size_t *at) {
+  size_t first = 0;
+  bool in = false; /* inside a stretch that began at `first` */
+  uint64_t carry = 0;
+  for (; w < end && *got < want; w++) {
+    if (!in && !carry && w % 64 == 0 && w + 64 <= end) { /* 64 words no map marks */
+      uint64_t any = 0;
+      for (unsigned s = 0; s < rill_arena.stripes; s++)
+        for (unsigned o = 0; o < POOL_ORDERS; o++)
+          any |= atomic_load_explicit(&maps[s][o].sum[w / 64], RLX);
+      if (!any) {
+        w += 63;
+        continue;
+      }
+    }
+    uint64_t c = map_cover(w, &carry), base = w * 64;
+    for (unsigned pos = 0; pos < 64 && *got < want;) {
+      uint64_t rest = (in ? ~c : c) >> pos; /* looking for the stretch's end, or a start */
+      if (!rest) break;
+      pos += (unsigned)__builtin_ctzll(rest);
+      if (!in) {
+        first = base + pos;
+      } else {
+        size_t n = spill_stretch(first, base + pos, want, want - *got, home);
+        if (n && !*got) *at = first;
+        *got += n;
+      }
+      in = !in;
+    }
+  }
+  if (in && *got < want) {
+    size_t n = spill_stretch(first, end * 64, want, want - *got, home);
+    if (n && !*got) *at = first;
+    *got += n;
+  }
+}
+
+/* Where the last spill found its stretch: the next looks there first, so a
+ * program whose pool holds scattered spans below a long stretch (sqlite3's
+ * page cache growing in a pool its frees left in pieces) does not weigh
+ * every piece at every run it cuts; the words below it are looked at last. */
+static _Atomic size_t spill_hint;
+
 size_t pool_spill(size_t want, uint32_t home) {
   size_t have = 0;
   /* only a surplus: at least SPILL_MIN slots pooled, and four times the want
@@ -677,34 +723,14 @@ size_t pool_spill(size_t want, uint32_t home) {
   if (want >= atomic_load_explicit(&spill_miss_want, RLX) &&
       now < atomic_load_explicit(&spill_miss_until, RLX))
     return 0;
-  size_t got = 0, nw = map_words(), first = 0;
-  bool in = false; /* inside a stretch that began at `first` */
-  uint64_t carry = 0;
-  for (size_t w = 0; w < nw && got < want; w++) {
-    if (!in && !carry && w % 64 == 0) { /* skip 64 words no map marks */
-      uint64_t any = 0;
-      for (unsigned s = 0; s < rill_arena.stripes; s++)
-        for (unsigned o = 0; o < POOL_ORDERS; o++)
-          any |= atomic_load_explicit(&maps[s][o].sum[w / 64], RLX);
-      if (!any) {
-        w += 63;
-        continue;
-      }
-    }
-    uint64_t c = map_cover(w, &carry), base = w * 64;
-    for (unsigned pos = 0; pos < 64;) {
-      uint64_t rest = (in ? ~c : c) >> pos; /* looking for the stretch's end, or a start */
-      if (!rest) break;
-      pos += (unsigned)__builtin_ctzll(rest);
-      if (in)
-        got += spill_stretch(first, base + pos, want, want - got, home);
-      else
-        first = base + pos;
-      in = !in;
-    }
-  }
-  if (in && got < want) got += spill_stretch(first, nw * 64, want, want - got, home);
-  if (!got) {
+  size_t got = 0, nw = map_words(), at = 0;
+  size_t h = atomic_load_explicit(&spill_hint, RLX) / 64;
+  if (h >= nw) h = 0;
+  spill_scan(h, nw, want, home, &got, &at);
+  if (got < want && h) spill_scan(0, h, want, home, &got, &at);
+  if (got) {
+    atomic_store_explicit(&spill_hint, at, RLX);
+  } else {
     atomic_store_explicit(&spill_miss_want, want, RLX);
     atomic_store_explicit(&spill_miss_until, now + rill_opt.purge_delay / 8, RLX);
   }
