@@ -648,21 +648,6 @@ static size_t spill_stretch(size_t first, size_t end, size_t want, size_t most, 
 static _Atomic size_t spill_miss_want;
 static _Atomic uint64_t spill_miss_until;
 
-/* Before runs cut never-used slots for a large object or a big class's
- * span: stretches of neighbouring pooled spans long enough to serve it
- * (with the free runs beside them) become free runs (run_adopt), lowest
- * address first, up to the slots wanted, so the runs can serve it from
- * memory already resident. Small classes' spans freed by the thousand
- * otherwise served only small classes until purged: sqlite3 freed 72 MiB of
- * them between two phases and faulted in as much again for its page cache's
- * 5 KiB blocks (peak RSS 250 MiB against glibc's 173). Only such stretches,
- * and no more of them than wanted: a span made a run is the runs' for good.
- * The spill before took twice the want in spans, the biggest order first, so
- * from a stretch of 16 and 32 KiB spans it took the 32 KiB ones and left
- * the others: python3, for its 5 MiB JSON text, made 10 MiB of spans runs
- * of 32-128 KiB that nothing used, got the text from never-used memory, and
- * faulted in the 10 MiB again for its next round's objects (peak RSS 96
- * MiB; 92 with this, mimalloc 84). Returns the slots handed over. */
 /* Stretches in the words w .. end - 1 of the maps, lowest first, until
  * `want` slots are spilled (*got); *at is the slot of the first stretch
  * spilled from. A span that begins below w is not seen there. */
@@ -709,6 +694,21 @@ static void spill_scan(size_t w, size_t end, size_t want, uint32_t home, size_t 
  * every piece at every run it cuts; the words below it are looked at last. */
 static _Atomic size_t spill_hint;
 
+/* Before runs cut never-used slots for a large object or a big class's
+ * span: stretches of neighbouring pooled spans long enough to serve it
+ * (with the free runs beside them) become free runs (run_adopt), lowest
+ * address first, up to the slots wanted, so the runs can serve it from
+ * memory already resident. Small classes' spans freed by the thousand
+ * otherwise served only small classes until purged: sqlite3 freed 72 MiB of
+ * them between two phases and faulted in as much again for its page cache's
+ * 5 KiB blocks (peak RSS 250 MiB against glibc's 173). Only such stretches,
+ * and no more of them than wanted: a span made a run is the runs' for good.
+ * The spill before took twice the want in spans, the biggest order first, so
+ * from a stretch of 16 and 32 KiB spans it took the 32 KiB ones and left
+ * the others: python3, for its 5 MiB JSON text, made 10 MiB of spans runs
+ * of 32-128 KiB that nothing used, got the text from never-used memory, and
+ * faulted in the 10 MiB again for its next round's objects (peak RSS 96
+ * MiB; 92 with this, mimalloc 84). Returns the slots handed over. */
 size_t pool_spill(size_t want, uint32_t home) {
   size_t have = 0;
   /* only a surplus: at least SPILL_MIN slots pooled, and four times the want
