@@ -18,7 +18,7 @@
  * with --scattered, that they take only stretches of them that can serve
  * the request, and leave the others to the small classes;
  * with --stale, that a program taking never-used memory first gives back
- * the free runs unused a quarter delay, not those freed just now; with --slices, that a
+ * the free runs unused an eighth of the delay, not those freed just now; with --slices, that a
  * free run of 512 MiB stays within reach while the purger thread gives it back.
  * Otherwise run with a long
  * RILL_PURGE_DELAY_MS (ctest sets it), so no timed purge empties a free run
@@ -631,9 +631,9 @@ static bool pages_hold(const char *p, size_t n, char v) {
 
 /* --stale, in a process of its own, with RILL_PURGE_DELAY_MS=4000: a program
  * that takes never-used memory gives back the free runs that have sat unused
- * a quarter delay (1 s here) first (pool_purge_stale), and keeps those freed
- * just now. A 24 MiB block written and freed, then 2 MiB of 64 B blocks,
- * when the purge's look (once per eighth delay) is due: the block, allocated
+ * an eighth of the delay (500 ms here) first (pool_purge_stale), and keeps
+ * those freed just now. A 24 MiB block written and freed, then 2 MiB of 64 B
+ * blocks, when the purge's look (once per sixteenth) is due: the block, allocated
  * again, must find its pages still there (few faults). Freed again and left
  * 1.5 s, well inside the delay, then 16 MiB of 64 B blocks: RSS must fall
  * (the 24 MiB went back as the 16 came in); without the growth purge it rose
@@ -643,11 +643,11 @@ static void stale_runs_go_back(void) {
   enum { N = 2 * 1024 * 1024 / 64, M = 16 * 1024 * 1024 / 64 };
   char **a = (char **)xmalloc((N + M) * sizeof *a);
   memset(a, 0, (N + M) * sizeof *a); /* its pages are not what is counted */
-  struct timespec eighth = {0, 600000000}, quarter = {1, 500000000};
+  struct timespec due = {0, 600000000}, nap = {1, 500000000};
   char *big = xmalloc(24 * MiB);
   touch(big, 24 * MiB, 1);
   CHECK(pages_hold(big, 24 * MiB, 1), "a 24 MiB block lost what was written to it");
-  nanosleep(&eighth, NULL); /* the growth purge looks once per eighth delay: due now */
+  nanosleep(&due, NULL); /* the growth purge looks once per sixteenth of the delay: due now */
   T_free(big);
   for (int i = 0; i < N; i++) touch(a[i] = xmalloc(64), 64, 1);
   long f0 = minor_faults();
@@ -661,14 +661,14 @@ static void stale_runs_go_back(void) {
         faults);
   T_free(again);
   long rss0 = rss_kib(); /* before the nap: reading it may take a span */
-  nanosleep(&quarter, NULL);
+  nanosleep(&nap, NULL);
   for (int i = N; i < N + M; i++) touch(a[i] = xmalloc(64), 64, 3);
   long rss1 = rss_kib();
   printf("  %-38s RSS %ld -> %ld KiB for 16 MiB of 64 B blocks, 1.5 s after 24 MiB was freed\n",
          "stale free runs go back first", rss0, rss1);
   CHECK(rss1 < rss0,
         "RSS %ld -> %ld KiB for 16 MiB of 64 B blocks after a 24 MiB block had sat free 1.5 s "
-        "(a quarter delay is 1 s): the free run was not purged as the program grew",
+        "(an eighth of the delay is 500 ms): the free run was not purged as the program grew",
         rss0, rss1);
   for (int i = 0; i < N + M; i++) T_free(a[i]);
   T_free(a);
