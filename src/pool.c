@@ -123,6 +123,17 @@ static void map_push(map_t *mp, span_t *sp) {
   atomic_fetch_add_explicit(&mp->n, 1, RLX);
 }
 
+/* Clears bit b of word w; if it was set, the caller has taken that span
+ * and it is counted out. Returns the word before. */
+static uint64_t map_clear(map_t *mp, size_t w, uint64_t b) {
+  uint64_t old = atomic_fetch_and_explicit(&mp->bits[w], ~b, SEQ);
+  if (old & b) {
+    if (old == b) map_unmark(mp, w);
+    atomic_fetch_sub_explicit(&mp->n, 1, RLX);
+  }
+  return old;
+}
+
 /* The pooled span with the lowest address, taken out of the map. */
 static span_t *map_pop(map_t *mp) {
   if (atomic_load_explicit(&mp->n, RLX) <= 0) return NULL;
@@ -134,13 +145,8 @@ static span_t *map_pop(map_t *mp) {
       sw &= sw - 1;
       uint64_t x = atomic_load_explicit(&mp->bits[w], RLX);
       while (x) {
-        uint64_t b = x & -x;
-        uint64_t old = atomic_fetch_and_explicit(&mp->bits[w], ~b, SEQ);
-        if (old & b) {
-          if (old == b) map_unmark(mp, w);
-          atomic_fetch_sub_explicit(&mp->n, 1, RLX);
-          return span_of_index(w * 64 + (unsigned)__builtin_ctzll(b));
-        }
+        uint64_t b = x & -x, old = map_clear(mp, w, b);
+        if (old & b) return span_of_index(w * 64 + (unsigned)__builtin_ctzll(b));
         x = old & ~b; /* another pop took it: try the next one */
       }
       map_unmark(mp, w);
@@ -333,6 +339,16 @@ static bool pool_recommit(span_t *sp) {
   }
   spin_unlock(&purge_lock);
   return ok;
+}
+
+/* A span just taken from map mp, writable (RILL_COMMIT: its stretch made
+ * so again); if the kernel refused, it goes back to mp and this is false. */
+static bool pool_writable(map_t *mp, span_t *sp) {
+  if (likely(!rill_opt.commit_demand) || !atomic_load_explicit(&sp->gone_n, RLX) ||
+      pool_recommit(sp))
+    return true;
+  map_push(mp, sp);
+  return false;
 }
 
 /* Purges pooled spans that entered the pool at or before `cutoff` ms; *left
@@ -544,11 +560,7 @@ span_t *pool_take(unsigned order) {
   unsigned stripe = cpu_stripe();
   span_t *sp = pool_pop(order, stripe);
   if (!sp) return NULL;
-  if (unlikely(rill_opt.commit_demand) && atomic_load_explicit(&sp->gone_n, RLX) &&
-      !pool_recommit(sp)) {
-    map_push(&maps[stripe][order], sp); /* still decommitted: the caller fails with ENOMEM */
-    return NULL;
-  }
+  if (!pool_writable(&maps[stripe][order], sp)) return NULL; /* the caller fails with ENOMEM */
   pool_tick(os_now_ms());
   return sp;
 }
@@ -572,17 +584,9 @@ static span_t *map_take_at(size_t i) {
     for (unsigned o = 0; o < POOL_ORDERS; o++) {
       map_t *mp = &maps[s][o];
       if (!(atomic_load_explicit(&mp->bits[w], RLX) & BIT(i))) continue;
-      uint64_t old = atomic_fetch_and_explicit(&mp->bits[w], ~BIT(i), SEQ);
-      if (!(old & BIT(i))) return NULL;
-      if (old == BIT(i)) map_unmark(mp, w);
-      atomic_fetch_sub_explicit(&mp->n, 1, RLX);
+      if (!(map_clear(mp, w, BIT(i)) & BIT(i))) return NULL;
       span_t *sp = span_of_index(i);
-      if (unlikely(rill_opt.commit_demand) && atomic_load_explicit(&sp->gone_n, RLX) &&
-          !pool_recommit(sp)) {
-        map_push(mp, sp); /* still decommitted: leave it */
-        return NULL;
-      }
-      return sp;
+      return pool_writable(mp, sp) ? sp : NULL;
     }
   return NULL;
 }
@@ -712,9 +716,9 @@ static _Atomic size_t spill_hint;
  * from a stretch of 16 and 32 KiB spans it took the 32 KiB ones and left
  * the others: python3, for a 5 MiB buffer of its JSON encoder, made 10 MiB
  * of spans runs of 32-128 KiB that nothing used, got the buffer from
- * never-used memory, and
- * faulted in the 10 MiB again for its next round's objects (peak RSS 96
- * MiB; 92 with this, mimalloc 84). Returns the slots handed over. */
+ * never-used memory, and faulted in the 10 MiB again for its next round's
+ * objects (peak RSS 96 MiB; 92 with this, mimalloc 84). Returns the slots
+ * handed over. */
 size_t pool_spill(size_t want, uint32_t home) {
   size_t have = 0;
   /* only a surplus: at least SPILL_MIN slots pooled, and four times the want
@@ -757,11 +761,7 @@ size_t pool_spill_spent(size_t want, uint32_t home) {
   for (int o = POOL_ORDERS - 1; o >= 0 && got < 2 * want; o--) {
     span_t *sp;
     while (got < 2 * want && (sp = pool_pop((unsigned)o, stripe)) != NULL) {
-      if (unlikely(rill_opt.commit_demand) && atomic_load_explicit(&sp->gone_n, RLX) &&
-          !pool_recommit(sp)) {
-        map_push(&maps[stripe][o], sp);
-        return got;
-      }
+      if (!pool_writable(&maps[stripe][o], sp)) return got;
       got += span_nslots(sp);
       run_adopt(sp, home);
     }

@@ -588,7 +588,7 @@ static void pooled_spans_serve_runs(void) {
  * from the pool. The library before made 6 MiB of the pieces runs for the
  * 6 MiB block (which took fresh memory anyway), and the 1 KiB blocks then
  * took 2,650 minor faults against 70 (python3's objects beside its JSON
- * text). */
+ * encoder's buffer). */
 static void scattered_spans_stay_pooled(void) {
   enum { N1 = 64 * 1024, N2 = 30 * 1024 };
   char **a = (char **)xmalloc(N1 * sizeof *a);
