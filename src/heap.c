@@ -895,10 +895,12 @@ static span_t *spent_take(heap_t *h, size_t n, int o) {
  * again before it cuts the wilderness), else the last resort. */
 static span_t *run_for(heap_t *h, size_t n, bool own) {
   span_t *sp = run_get_free(n, h->id, own);
-  if (sp) return sp;
-  pool_spill(n, h->id);
-  pool_purge_stale(); /* the wilderness next, maybe: growing */
-  sp = run_get(n, h->id, own);
+  if (!sp) {
+    pool_spill(n, h->id);
+    pool_purge_stale(); /* the wilderness next, maybe: growing */
+    sp = run_get(n, h->id, own);
+  }
+  if (sp) pool_grew(run_clean_slots(sp)); /* the growth swap (pool.c) */
   return sp || own ? sp : spent_take(h, n, -1);
 }
 
@@ -959,9 +961,13 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
         if (!sp) sp = spent_take(h, (size_t)1 << o, (int)o);
       }
     }
-    /* never-used memory, from the pool or the chunk: idle owners' spans may
-     * do for the next span changes */
-    if (sp && sp->fresh) purger_kick();
+    /* never-used or given-back memory, from the pool or the chunk: idle
+     * owners' spans may do for the next span changes, and as much free
+     * memory as it faults in goes back (the growth swap, pool.c) */
+    if (sp && sp->fresh) {
+      purger_kick();
+      pool_grew((size_t)1 << o);
+    }
     /* back for its own class with its lists whole: the frees linked every
      * block already, so nothing is formatted or carved again (threadtest
      * 0.88-0.94x the time). A span from the pool may carry a stale `whole`

@@ -425,6 +425,7 @@ size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, uintptr_t *fr
 size_t pool_purge(void) INTERNAL;
 size_t pool_purge_timed(uint64_t now) INTERNAL;
 void pool_purge_stale(void) INTERNAL;
+void pool_grew(size_t slots) INTERNAL;
 void pool_watch(bool on) INTERNAL;
 bool pool_waiting(void) INTERNAL;
 void pool_wait_pages(void) INTERNAL;
@@ -437,6 +438,7 @@ void pool_fork_child(void) INTERNAL;
 bool runs_init(void) INTERNAL;
 size_t run_slots(size_t bytes) INTERNAL;
 size_t run_dirty_bytes(const span_t *sp) INTERNAL;
+size_t run_clean_slots(const span_t *sp) INTERNAL;
 void run_zero(span_t *sp, char *p, size_t n) INTERNAL;
 #define RUN_SHARDS 8 /* free runs' locks and bins (runs.c) */
 span_t *run_get(size_t n, uint32_t home, bool own) INTERNAL;
@@ -451,6 +453,7 @@ void run_put(span_t *sp) INTERNAL;
 bool run_resize(span_t *sp, size_t n) INTERNAL;
 size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) INTERNAL;
 size_t runs_purge_stale(uint32_t cutoff) INTERNAL;
+size_t runs_purge_some(size_t slots, uint32_t cutoff) INTERNAL;
 void runs_fork_prepare(void) INTERNAL;
 void runs_fork_parent(void) INTERNAL;
 void runs_fork_child(void) INTERNAL;

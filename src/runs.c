@@ -216,11 +216,24 @@ static bool dirty_next(size_t *s, size_t *e, size_t end) {
   return dirty_range(s, e, end, 0);
 }
 
+/* Slots i .. end - 1 that hold no pages (never used, or purged). */
+static size_t clean_slots(size_t i, size_t end) {
+  size_t n = end - i;
+  for (size_t s = i, e; dirty_next(&s, &e, end); s = e) n -= e - s;
+  return n;
+}
+
 /* Bytes of run sp's slots that may hold data (rill_stats_get). */
 size_t run_dirty_bytes(const span_t *sp) {
-  size_t i = span_index(sp), end = i + span_nslots(sp), n = 0;
-  for (size_t s = i, e; dirty_next(&s, &e, end); s = e) n += e - s;
-  return n << SLOT_SHIFT;
+  size_t i = span_index(sp), end = i + span_nslots(sp);
+  return (end - i - clean_slots(i, end)) << SLOT_SHIFT;
+}
+
+/* Slots of live run sp that its program will fault in: the growth swap's
+ * measure (pool_grew). */
+size_t run_clean_slots(const span_t *sp) {
+  size_t i = span_index(sp);
+  return clean_slots(i, i + span_nslots(sp));
 }
 
 /* Zeroes what may be non-zero of bytes p .. p + n of a live run: the slots
@@ -612,6 +625,7 @@ bool run_resize(span_t *sp, size_t n) {
   size_t i = span_index(sp), m = sp->nslots;
   if (n == m) return true;
   bool ok = true, pages = false;
+  size_t grew = 0; /* never-used slots taken */
   shard_t *sh = shard_of(sp);
   spin_lock(&sh->lock);
   if (n < m) {
@@ -626,11 +640,13 @@ bool run_resize(span_t *sp, size_t n) {
     if (r && shard_mark(r) == sh->id && r->run_free && m + r->nslots >= n &&
         run_recommit(j, i + n - j)) {
       unlink_run(sh, r);
+      grew = clean_slots(j, i + n);
       size_t rest = m + r->nslots - n;
       if (rest) file_run(sh, cut(sp, n, r->stamp), rest);
       for (size_t s = j; s < i + n; s++) head_set(s, i);
     } else if (j == sh->wild && wild_grow(sh, n - m)) { /* a buffer that keeps growing */
       for (size_t s = j; s < i + n; s++) head_set(s, i);
+      grew = n - m;
     } else {
       ok = false;
     }
@@ -642,6 +658,7 @@ bool run_resize(span_t *sp, size_t n) {
   }
   spin_unlock(&sh->lock);
   if (pages) pool_pages_arrived();
+  if (grew) pool_grew(grew);
   return ok;
 }
 
@@ -700,12 +717,13 @@ static void young_turn(uint32_t now) {
  * purged a slice at a time, the rest left in the bins. */
 #define SLICE ((size_t)4096) /* slots: 64 MiB */
 
-/* Under sh's lock: of free run sp, just unlinked, keeps SLICE slots from
+/* Under sh's lock: of free run sp, just unlinked, keeps len slots from
  * the huge page of slot s (the first to purge) on, and files the rest, on
  * either side, back in the bins. Returns the slice, out of the bins. */
-static span_t *slice(shard_t *sh, span_t *sp, size_t s) {
+static span_t *slice(shard_t *sh, span_t *sp, size_t s, size_t len) {
   size_t i = span_index(sp), end = i + sp->nslots, hs = HUGE_PAGE >> SLOT_SHIFT;
-  size_t a = s / hs * hs > i ? s / hs * hs : i, b = end - a > SLICE ? a + SLICE : end;
+  size_t a = len < hs ? s : s / hs * hs > i ? s / hs * hs : i; /* short: from s itself */
+  size_t b = end - a > len ? a + len : end;
   if (b < end) file_run(sh, cut(sp, b - i, sp->stamp), end - b);
   if (a > i) {
     span_t *p = cut(sp, a - i, sp->stamp);
@@ -726,7 +744,7 @@ static span_t *slice(shard_t *sh, span_t *sp, size_t s) {
  * (`aged`, young_turn). They leave the bins while the lock is dropped for
  * madvise, and come back merged with whatever was freed beside them
  * meanwhile; a long run leaves a slice at a time (SLICE). */
-static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left) {
+static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left, size_t *budget) {
   enum { BATCH = 64 };
   span_t *due[BATCH];
   bool aged[BATCH];
@@ -744,10 +762,14 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left)
     unsigned nd = 0;
     size_t waiting = 0;
     bool sliced = false; /* then this batch ends: one slice out at a time */
+    size_t took = 0;     /* slots taken, against *budget */
     spin_lock(&sh->lock);
-    for (uint64_t m = atomic_load_explicit(&sh->nonempty, RLX); m && nd < BATCH && !sliced;
-         m &= m - 1)
-      for (span_t *sp = sh->bins[__builtin_ctzll(m)], *nx; sp && nd < BATCH && !sliced; sp = nx) {
+    /* with a budget (the growth swap) the biggest runs first */
+    for (uint64_t m = atomic_load_explicit(&sh->nonempty, RLX), b; m && nd < BATCH && !sliced;
+         m &= ~((uint64_t)1 << b)) {
+      b = budget ? 63u - (unsigned)__builtin_clzll(m) : (unsigned)__builtin_ctzll(m);
+      for (span_t *sp = sh->bins[b], *nx; sp && nd < BATCH && !sliced; sp = nx) {
+        if (budget && took >= *budget) break;
         nx = sp->next;
         if (!has_pages(sp)) continue;
         size_t i = span_index(sp), end = i + sp->nslots, s = i, e;
@@ -756,11 +778,16 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left)
         bool work = dirty_range(&s, &e, end, young_part ? AGED | UNADVISED : UNADVISED);
         if (young_part && !work) continue;
         unlink_run(sh, sp);
-        if (slicing && work && end - s > SLICE) sp = slice(sh, sp, s), sliced = true;
+        size_t len = slicing ? SLICE : SIZE_MAX;
+        if (budget && slicing && *budget - took < len) len = *budget - took; /* no more */
+        if (work && end - s > len) sp = slice(sh, sp, s, len), sliced = true;
+        took += sp->nslots;
         aged[nd] = young_part;
         due[nd++] = sp;
       }
+    }
     spin_unlock(&sh->lock);
+    if (budget) *budget -= took < *budget ? took : *budget;
     /* only the slots that may hold data and were not advised yet: a run
      * merged from a resident piece and a purged one madvises the first
      * alone */
@@ -803,7 +830,7 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left)
      * found due again), or goes on through a sliced run (each slice leaves
      * its slots clean or advised, so the next starts further on);
      * rill_collect's pass goes on until none is left */
-    if (!sliced && (nd < BATCH || lazy)) {
+    if (!sliced && (nd < BATCH || lazy || (budget && !*budget))) {
       *left = waiting + (nd == BATCH);
       return bytes;
     }
@@ -819,7 +846,7 @@ size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
   if (lazy && rill_opt.purge_delay) young_turn(cutoff + rill_opt.purge_delay);
   for (unsigned k = 0; k < RUN_SHARDS; k++) {
     size_t l;
-    bytes += shard_purge(&shards[k], cutoff, lazy, &l);
+    bytes += shard_purge(&shards[k], cutoff, lazy, &l, NULL);
     *left += l;
   }
   return bytes;
@@ -831,7 +858,20 @@ size_t runs_purge_stale(uint32_t cutoff) {
   size_t bytes = 0, left;
   for (unsigned k = 0; k < RUN_SHARDS; k++)
     if (atomic_load_explicit(&shards[k].nonempty, RLX))
-      bytes += shard_purge(&shards[k], cutoff, true, &left);
+      bytes += shard_purge(&shards[k], cutoff, true, &left, NULL);
+  return bytes;
+}
+
+/* The growth swap's part (pool_grew): free runs that hold pages, freed by
+ * `cutoff`, the biggest first (small ones come and go), until `slots` slots
+ * are taken; the last is cut to fit (with RILL_HUGEPAGES, which never
+ * slices, whole runs). A run's young part gives back only its aged slots,
+ * as in a timed pass. */
+size_t runs_purge_some(size_t slots, uint32_t cutoff) {
+  size_t bytes = 0, left;
+  for (unsigned k = 0; k < RUN_SHARDS && slots; k++)
+    if (atomic_load_explicit(&shards[k].nonempty, RLX))
+      bytes += shard_purge(&shards[k], cutoff, true, &left, &slots);
   return bytes;
 }
 

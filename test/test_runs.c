@@ -16,7 +16,9 @@
  * again still gives back the pages that have been free a whole delay; with
  * --spill, that runs take pooled spans that hold pages before fresh memory;
  * with --scattered, that they take only stretches of them that can serve
- * the request, and leave the others to the small classes;
+ * the request, and leave the others to the small classes; with --swap, that
+ * a program growing where memory it just freed cannot serve it gives as much
+ * of that memory back;
  * with --stale, that a program taking never-used memory first gives back
  * the free runs unused an eighth of the delay, not those freed just now; with --slices, that a
  * free run of 512 MiB stays within reach while the purger thread gives it back.
@@ -622,6 +624,50 @@ static void scattered_spans_stay_pooled(void) {
   T_free(b);
 }
 
+/* --swap, in a process of its own, with RILL_PURGE_DELAY_MS=6400: a program
+ * that grows while memory it freed a sixty-fourth of the delay ago (100 ms)
+ * sits resident where the growth cannot use it gives as much of that memory
+ * back as it grows (pool_grew). A 16 MiB block written and freed, then,
+ * 150 ms later, 16 MiB of 64 B blocks, whose spans are not cut from free
+ * runs; then those blocks freed (their spans pooled) and, 150 ms later, 16
+ * MiB of 1 KiB blocks, whose spans are of another size. Each time RSS must
+ * grow by less than a quarter of what came in; the library before kept what
+ * was freed resident for an eighth of the delay (800 ms) while the program
+ * grew, and grew by all of it. */
+static void growth_gives_back(void) {
+  enum { N = 16 * 1024 * 1024 / 64, M = 16 * 1024 };
+  char **a = (char **)xmalloc(N * sizeof *a), **c = (char **)xmalloc(M * sizeof *c);
+  memset(a, 0, N * sizeof *a); /* their pages are not what is counted */
+  memset(c, 0, M * sizeof *c);
+  char *big = xmalloc(16 * MiB);
+  touch(big, 16 * MiB, 1);
+  T_free(big);
+  struct timespec aged = {0, 150000000};
+  nanosleep(&aged, NULL);
+  long r0 = rss_kib();
+  for (int i = 0; i < N; i++) touch(a[i] = xmalloc(64), 64, 1);
+  long r1 = rss_kib();
+  for (int i = 0; i < N; i++) T_free(a[i]);
+  nanosleep(&aged, NULL);
+  long r2 = rss_kib();
+  for (int i = 0; i < M; i++) touch(c[i] = xmalloc(1024), 1024, 2);
+  long r3 = rss_kib();
+  printf("  %-38s RSS +%ld KiB for 16 MiB of 64 B blocks after a 16 MiB block was freed, "
+         "+%ld KiB for 16 MiB of 1 KiB blocks after those were freed\n",
+         "growth gives back what was freed", r1 - r0, r3 - r2);
+  CHECK(r1 - r0 < 4 * 1024,
+        "RSS %ld -> %ld KiB for 16 MiB of 64 B blocks 150 ms after a 16 MiB block was freed: "
+        "its free run stayed resident while the program grew",
+        r0, r1);
+  CHECK(r3 - r2 < 4 * 1024,
+        "RSS %ld -> %ld KiB for 16 MiB of 1 KiB blocks 150 ms after 16 MiB of 64 B blocks were "
+        "freed: their pooled spans stayed resident while the program grew",
+        r2, r3);
+  for (int i = 0; i < M; i++) T_free(c[i]);
+  T_free(a);
+  T_free(c);
+}
+
 /* Whether every page of p .. p + n holds v where touch wrote it. */
 static bool pages_hold(const char *p, size_t n, char v) {
   bool ok = p[n - 1] == v;
@@ -732,6 +778,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--scattered")) {
     scattered_spans_stay_pooled();
     return t_finish("test_runs --scattered");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--swap")) {
+    growth_gives_back();
+    return t_finish("test_runs --swap");
   }
   if (argc > 1 && !strcmp(argv[1], "--stale")) {
     stale_runs_go_back();
