@@ -351,42 +351,65 @@ static bool pool_writable(map_t *mp, span_t *sp) {
   return false;
 }
 
-/* Purges pooled spans that entered the pool at or before `cutoff` ms; *left
- * counts those that still hold pages, too young to go. */
-static size_t purge_pass(uint32_t cutoff, bool lazy, size_t *left) {
+/* batch_flush merges neighbours in address order; the walk below goes down */
+static void batch_flush_down(batch_t *b, map_t *mp) {
+  for (unsigned i = 0, j = b->n; i + 1 < j; i++, j--) {
+    span_t *t = b->sp[i];
+    b->sp[i] = b->sp[j - 1];
+    b->sp[j - 1] = t;
+  }
+  batch_flush(b, mp);
+}
+
+static inline uint64_t top_bit(uint64_t x) {
+  return (uint64_t)1 << (63 - __builtin_clzll(x));
+}
+
+/* Purges pooled spans that entered the pool at or before `cutoff` ms, the
+ * highest-addressed first (the pool hands out the lowest first, so those
+ * wait longest), until `budget` slots have gone; *left counts those looked
+ * at that still hold pages, too young to go. Returns the bytes purged. */
+static size_t maps_purge(uint32_t cutoff, bool lazy, size_t budget, size_t *left) {
   batch_t b = {.n = 0, .bytes = 0, .lazy = lazy};
+  size_t nw = map_words(), got = 0;
   *left = 0;
-  size_t nw = map_words();
-  for (unsigned o = 0; o < POOL_ORDERS; o++)
-    for (unsigned s = 0; s < rill_arena.stripes; s++) {
+  for (unsigned o = 0; o < POOL_ORDERS && got < budget; o++)
+    for (unsigned s = 0; s < rill_arena.stripes && got < budget; s++) {
       map_t *mp = &maps[s][o];
-      for (size_t sw = 0; sw * 64 < nw; sw++) {
+      for (size_t sw = (nw + 63) / 64; sw-- > 0 && got < budget;) {
         uint64_t marks = atomic_load_explicit(&mp->sum[sw], RLX);
-        for (; marks; marks &= marks - 1) {
-          size_t w = sw * 64 + (unsigned)__builtin_ctzll(marks);
+        for (; marks && got < budget; marks &= ~top_bit(marks)) {
+          size_t w = sw * 64 + (unsigned)(63 - __builtin_clzll(marks));
           /* take the word's spans; those not due go back at once */
           uint64_t x = atomic_exchange_explicit(&mp->bits[w], 0, SEQ), keep = 0;
-          for (; x; x &= x - 1) {
-            span_t *sp = span_of_index(w * 64 + (unsigned)__builtin_ctzll(x));
-            if (sp->fresh || sp->stamp == UINT32_MAX || (int32_t)(sp->stamp - cutoff) > 0) {
+          for (; x; x &= ~top_bit(x)) {
+            span_t *sp = span_of_index(w * 64 + (unsigned)(63 - __builtin_clzll(x)));
+            if (got >= budget || sp->fresh || sp->stamp == UINT32_MAX ||
+                (int32_t)(sp->stamp - cutoff) > 0) {
               if (!sp->fresh && sp->stamp != UINT32_MAX) ++*left;
-              keep |= x & -x;
+              keep |= top_bit(x);
             } else {
+              got += (size_t)1 << o;
               b.sp[b.n++] = sp;
-              if (b.n == BATCH) batch_flush(&b, mp);
+              if (b.n == BATCH) batch_flush_down(&b, mp);
             }
           }
           if (keep) map_put_bits(mp, w, keep);
         }
       }
-      batch_flush(&b, mp);
+      batch_flush_down(&b, mp);
     }
-  if (rill_opt.commit_demand) decommit_pass();
-  size_t runs_left;
-  b.bytes += runs_purge(cutoff, lazy, &runs_left);
-  *left += runs_left;
-  atomic_fetch_add_explicit(&purged_bytes, b.bytes, RLX);
   return b.bytes;
+}
+
+/* A pass: pooled spans and free runs freed at or before `cutoff` ms. */
+static size_t purge_pass(uint32_t cutoff, bool lazy, size_t *left) {
+  size_t bytes = maps_purge(cutoff, lazy, SIZE_MAX, left), runs_left;
+  if (rill_opt.commit_demand) decommit_pass();
+  bytes += runs_purge(cutoff, lazy, &runs_left);
+  *left += runs_left;
+  atomic_fetch_add_explicit(&purged_bytes, bytes, RLX);
+  return bytes;
 }
 
 /* One timed pass if one is due (every quarter delay) and no other pass runs.
@@ -458,45 +481,6 @@ void pool_purge_stale(void) {
 #define SWAP_MIN 64 /* slots: 1 MiB */
 #define SWAP_AGE 64 /* of the purge delay: what was freed since is left alone */
 static _Atomic size_t swap_debt;
-/* batch_flush merges neighbours in address order; the swap walks down */
-static void swap_flush(batch_t *b, map_t *mp) {
-  for (unsigned i = 0, j = b->n; i + 1 < j; i++, j--) {
-    span_t *t = b->sp[i];
-    b->sp[i] = b->sp[j - 1];
-    b->sp[j - 1] = t;
-  }
-  batch_flush(b, mp);
-}
-static size_t swap_pass(size_t budget, uint32_t cutoff) {
-  batch_t b = {.n = 0, .bytes = 0, .lazy = true};
-  size_t nw = map_words(), got = 0;
-  for (unsigned o = 0; o < POOL_ORDERS && got < budget; o++)
-    for (unsigned s = 0; s < rill_arena.stripes && got < budget; s++) {
-      map_t *mp = &maps[s][o];
-      for (size_t sw = (nw + 63) / 64; sw-- > 0 && got < budget;) {
-        uint64_t marks = atomic_load_explicit(&mp->sum[sw], RLX);
-        for (; marks && got < budget; marks &= ~((uint64_t)1 << (63 - __builtin_clzll(marks)))) {
-          size_t w = sw * 64 + (unsigned)(63 - __builtin_clzll(marks));
-          uint64_t x = atomic_exchange_explicit(&mp->bits[w], 0, SEQ), keep = 0;
-          for (; x; x &= ~((uint64_t)1 << (63 - __builtin_clzll(x)))) {
-            uint64_t bit = (uint64_t)1 << (63 - __builtin_clzll(x));
-            span_t *sp = span_of_index(w * 64 + (unsigned)(63 - __builtin_clzll(x)));
-            if (got >= budget || sp->fresh || sp->stamp == UINT32_MAX ||
-                (int32_t)(sp->stamp - cutoff) > 0) {
-              keep |= bit;
-            } else {
-              got += (size_t)1 << o;
-              b.sp[b.n++] = sp;
-              if (b.n == BATCH) swap_flush(&b, mp);
-            }
-          }
-          if (keep) map_put_bits(mp, w, keep);
-        }
-      }
-      swap_flush(&b, mp);
-    }
-  return b.bytes;
-}
 void pool_grew(size_t slots) {
   if (!slots) return;
   size_t d = atomic_fetch_add_explicit(&swap_debt, slots, RLX) + slots;
@@ -504,7 +488,7 @@ void pool_grew(size_t slots) {
   d = atomic_exchange_explicit(&swap_debt, 0, RLX);
   if (!d || !spin_trylock(&purge_lock)) return; /* a pass is running */
   uint32_t cutoff = (uint32_t)os_now_ms() - rill_opt.purge_delay / SWAP_AGE;
-  size_t bytes = swap_pass(d, cutoff), got = bytes >> SLOT_SHIFT;
+  size_t left, bytes = maps_purge(cutoff, true, d, &left), got = bytes >> SLOT_SHIFT;
   if (got < d) bytes += runs_purge_some(d - got, cutoff);
   spin_unlock(&purge_lock);
   atomic_fetch_add_explicit(&purged_bytes, bytes, RLX);

@@ -631,7 +631,8 @@ static void scattered_spans_stay_pooled(void) {
  * 150 ms later, 16 MiB of 64 B blocks, whose spans are not cut from free
  * runs; then those blocks freed (their spans pooled) and, 150 ms later, 16
  * MiB of 1 KiB blocks, whose spans are of another size. Each time RSS must
- * grow by less than a quarter of what came in; the library before kept what
+ * grow by under 6 MiB of the 16 that came in (the heap's stash keeps 2 MiB
+ * of emptied spans resident, as it should); the library before kept what
  * was freed resident for an eighth of the delay (800 ms) while the program
  * grew, and grew by all of it. */
 static void growth_gives_back(void) {
@@ -655,11 +656,11 @@ static void growth_gives_back(void) {
   printf("  %-38s RSS +%ld KiB for 16 MiB of 64 B blocks after a 16 MiB block was freed, "
          "+%ld KiB for 16 MiB of 1 KiB blocks after those were freed\n",
          "growth gives back what was freed", r1 - r0, r3 - r2);
-  CHECK(r1 - r0 < 4 * 1024,
+  CHECK(r1 - r0 < 6 * 1024,
         "RSS %ld -> %ld KiB for 16 MiB of 64 B blocks 150 ms after a 16 MiB block was freed: "
         "its free run stayed resident while the program grew",
         r0, r1);
-  CHECK(r3 - r2 < 4 * 1024,
+  CHECK(r3 - r2 < 6 * 1024,
         "RSS %ld -> %ld KiB for 16 MiB of 1 KiB blocks 150 ms after 16 MiB of 64 B blocks were "
         "freed: their pooled spans stayed resident while the program grew",
         r2, r3);
