@@ -1037,6 +1037,9 @@ static unsigned class_for(size_t n, size_t align) {
   size_t m = n > align ? n : align;
   if (m > CLASS_MAX || align > SLOT_SIZE) return CLS_LARGE;
   unsigned c = size_class(m);
+  /* every class size and colour is a multiple of 16 (test_classes): malloc's
+   * slow path, once per span change, divides by nothing */
+  if (align <= 16) return c;
   for (;; c++) {
     size_t sz = class_size(c);
     if (sz % align) continue;

@@ -56,6 +56,12 @@ int main(void) {
           bytes / sz, want);
     CHECK(sz > 4096 || !class_is_run(c), "class %u (%zu B) takes runs, not pool spans", c, sz);
   }
+  /* a block's address is its span's start plus its colour plus a multiple of its size: all
+   * multiples of 16 keep every block 16-aligned, and class_for (heap.c) relies on it to give
+   * requests aligned to 16 or less their size's class without a look */
+  for (unsigned c = 1; c < NCLASSES; c++)
+    CHECK(class_color(c) % 16 == 0, "class %u (%zu B) has a colour of %zu B, not a multiple of 16",
+          c, class_size(c), class_color(c));
   printf("  %u classes, 8 B .. %zu KiB: each request in its smallest class; 64 blocks per span "
          "up to 1 KiB, 32 up to 8 KiB\n",
          NPLAIN, CLASS_MAX / 1024);
