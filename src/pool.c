@@ -486,7 +486,11 @@ void pool_grew(size_t slots) {
   size_t d = atomic_fetch_add_explicit(&swap_debt, slots, RLX) + slots;
   if (d < SWAP_MIN) return;
   d = atomic_exchange_explicit(&swap_debt, 0, RLX);
-  if (!d || !spin_trylock(&purge_lock)) return; /* a pass is running */
+  if (!d) return;
+  if (!spin_trylock(&purge_lock)) { /* a pass is running: the debt waits for the next look */
+    atomic_fetch_add_explicit(&swap_debt, d, RLX);
+    return;
+  }
   uint32_t cutoff = (uint32_t)os_now_ms() - rill_opt.purge_delay / SWAP_AGE;
   size_t left, bytes = maps_purge(cutoff, true, d, &left), got = bytes >> SLOT_SHIFT;
   if (got < d) bytes += runs_purge_some(d - got, cutoff);
