@@ -61,10 +61,12 @@ static NOINLINE void *malloc_slow(size_t n, heap_t *h) {
  * (Streamflow §3.1.1 "Object allocation"). */
 static inline void *malloc_fast(heap_t *h, size_t n) {
   span_t *sp;
+  /* relaxed atomic loads, plain movs: the purger may swap an idle owner's
+   * hot spans (heap_lend) */
   if (likely(n <= DIRECT_MAX))
-    sp = h->direct[(n + 7) >> 3];
+    sp = __atomic_load_n(&h->direct[(n + 7) >> 3], __ATOMIC_RELAXED);
   else if (n <= CLASS_MAX)
-    sp = h->hot[size_class(n)];
+    sp = __atomic_load_n(&h->hot[size_class(n)], __ATOMIC_RELAXED);
   else
     return malloc_slow(n, h);
   block_t *b = sp->free;
@@ -72,6 +74,7 @@ static inline void *malloc_fast(heap_t *h, size_t n) {
     sp->free = b->next;
     used_inc(sp);
     dbg_alloc(sp, b);
+    owner_release(h); /* TSan builds only (heap_lend) */
     return b;
   }
   return malloc_slow(n, h);

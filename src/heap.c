@@ -152,10 +152,16 @@ void heap_fit(size_t limit) {
 static uint8_t direct_lo[NDIRECT_CLS], direct_hi[NDIRECT_CLS];
 
 /* The hot span of a class, mirrored into the direct map for small sizes. */
+/* Relaxed atomic stores and loads (plain movs): the purger swaps the hot
+ * spans of an idle owner (heap_lend) while the fast paths read them. */
 static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
-  h->hot[cls] = sp;
+  __atomic_store_n(&h->hot[cls], sp, __ATOMIC_RELAXED);
   if (cls < NDIRECT_CLS)
-    for (unsigned w = direct_lo[cls]; w <= direct_hi[cls]; w++) h->direct[w] = sp;
+    for (unsigned w = direct_lo[cls]; w <= direct_hi[cls]; w++)
+      __atomic_store_n(&h->direct[w], sp, __ATOMIC_RELAXED);
+}
+static span_t *hot_get(heap_t *h, unsigned cls) {
+  return __atomic_load_n(&h->hot[cls], __ATOMIC_RELAXED);
 }
 
 /* ---- young blocks: a crowd's first blocks, from the shared heaps ----------
@@ -996,34 +1002,48 @@ static void hot_arm(heap_t *h, span_t *sp) {
     atomic_store_explicit(&sp->check, 1, RLX);
 }
 
+/* The hot span changes under hot_lock, so the purger, which takes the hot
+ * spans of an owner asleep in a wait and puts them back if the owner ran
+ * meanwhile (heap_lend), never meets a change half made. The owner reads
+ * hot[] again under the lock: the purger may have taken or put back the
+ * span since. The pop itself needs no lock (the purger takes a span only
+ * while its owner sleeps). */
 void *heap_alloc_class(heap_t *h, unsigned cls) {
-  span_t *sp = h->hot[cls];
+  span_t *sp = hot_get(h, cls);
   /* a thread grown up keeps taking young blocks in its young classes */
   if (sp == &rill_empty_span && young_wants(cls) && !heap_is_shared(h)) {
     void *p = young_alloc(cls);
     if (p) return p;
   }
-  for (;;) {
-    block_t *b = sp->free;
-    if (b) {
-      sp->free = b->next;
-      used_inc(sp);
-      dbg_alloc(sp, b);
-      return b;
-    }
-    if (sp != &rill_empty_span) {
-      if (span_refill(sp)) {
-        hot_arm(h, sp);
-        continue;
+  block_t *b = sp->free;
+  if (!b) {
+    spin_lock(&h->hot_lock);
+    for (;;) {
+      sp = hot_get(h, cls);
+      if ((b = sp->free) != NULL) break;
+      if (sp != &rill_empty_span) {
+        if (span_refill(sp)) {
+          hot_arm(h, sp);
+          continue;
+        }
+        if (!heap_retire(h, sp)) continue;
       }
-      if (!heap_retire(h, sp)) continue;
+      sp = heap_next_span(h, cls);
+      if (!sp) {
+        spin_unlock(&h->hot_lock);
+        return NULL;
+      }
+      hot_set(h, cls, sp);
+      atomic_store_explicit(&sp->where, AT_HOT, RLX);
+      hot_arm(h, sp);
     }
-    sp = heap_next_span(h, cls);
-    if (!sp) return NULL;
-    hot_set(h, cls, sp);
-    atomic_store_explicit(&sp->where, AT_HOT, RLX);
-    hot_arm(h, sp);
+    spin_unlock(&h->hot_lock);
   }
+  sp->free = b->next;
+  used_inc(sp);
+  dbg_alloc(sp, b);
+  owner_release(h); /* TSan builds only (heap_lend) */
+  return b;
 }
 
 /* Any request on a set-up heap. Aligned requests pick the first class whose
@@ -1170,12 +1190,19 @@ static void hot_emptied(heap_t *h, span_t *sp) {
     atomic_store_explicit(&sp->check, 1, RLX);
     return;
   }
+  /* under hot_lock, a change of the hot span: the purger (heap_lend) may
+   * have it in hand, taken while this thread woke; it puts it back */
+  spin_lock(&h->hot_lock);
   uint64_t x = XF_MAKE(ST_ATTACHED, 0, 0);
   atomic_store_explicit(&sp->check, 0, RLX);
-  if (!atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX))
+  if (hot_get(h, sp->cls) != sp ||
+      !atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
+    spin_unlock(&h->hot_lock);
     return; /* a remote push raced in (a double free): keep it */
+  }
   h->let_go |= (uint64_t)1 << sp->cls;
   hot_set(h, sp->cls, &rill_empty_span);
+  spin_unlock(&h->hot_lock);
   heap_claimed(sp, true); /* every block it cut is on its local lists */
 }
 
@@ -1329,7 +1356,7 @@ void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) {
 /* Hands a span this heap tracks to the rest of the process: pooled when
  * empty, else floating (adopted by whoever frees its last blocks) or, when
  * it has room, listed on the orphanage for any thread to adopt. */
-static void heap_release(span_t *sp) {
+static void heap_release(span_t *sp, heap_t *lender) {
   dbg_event(sp, EV_RELEASE);
   span_collect(sp);
   atomic_store_explicit(&sp->attached, NULL, RLX);
@@ -1348,7 +1375,7 @@ static void heap_release(span_t *sp) {
     unsigned st = sp->cap - used + back >= span_reuse_mark(sp) ? ST_QUEUED : ST_FLOATING;
     uint64_t tag = st == ST_FLOATING ? new_tag(sp) : 0; /* QUEUED: orphan_put tags it */
     if (atomic_compare_exchange_weak_explicit(&sp->xf, &x, XF_WITH(st, x) | tag, REL, ACQ)) {
-      if (st == ST_QUEUED) orphan_put(sp, NULL);
+      if (st == ST_QUEUED) orphan_put(sp, lender);
       return;
     }
   }
@@ -1358,6 +1385,7 @@ static void heap_release(span_t *sp) {
  * empty, hot ones included. */
 void heap_collect(heap_t *h) {
   if (owns_nothing(h)) return;
+  spin_lock(&h->hot_lock); /* heap_lend */
   for (unsigned c = 0; c < NCLASSES; c++) {
     span_t *sp = h->hot[c];
     if (sp != &rill_empty_span) {
@@ -1368,6 +1396,7 @@ void heap_collect(heap_t *h) {
       }
     }
   }
+  spin_unlock(&h->hot_lock);
 }
 
 /* Pools the empty spans on one heap's reusable lists. They are normally
@@ -1473,27 +1502,75 @@ static bool lend_detach(heap_t *h, span_t *sp) {
   return false;
 }
 
-/* Lends h's listed spans with room if its owner waits; *busy when it has some
- * but its owner ran. */
+/* The hot spans too. A thread that waits between bursts (a worker of a
+ * pool, a Ruby thread waiting for the interpreter's lock) keeps a hot span
+ * per class it used, and the blocks its frees and the others' put back on
+ * them stay resident while it waits: 32 Ruby threads taking turns held 14
+ * MiB so, free, in 851 hot spans (docs/benchmarks.md, "Idle owners lend
+ * their hot spans"). An idle owner's hot span with a quarter of its blocks
+ * cut and free, and a page of them, goes to the orphanage as a listed span
+ * does; the owner's next malloc of the class changes span. The hot slot
+ * and `attached` are cleared together under hot_lock, which every change
+ * of hot span takes, and put back if the owner ran meanwhile. */
+#define LEND_HOT_MIN ((size_t)64 << 10) /* free bytes in hot spans worth a look */
+
+/* Blocks of a hot span that were cut and are free: on its local lists or
+ * pending remote frees (counted in `used` until collected). Atomic reads
+ * only: the purger's first guess is made while the owner may run. */
+static uint32_t hot_free_cut(const span_t *sp) {
+  uint32_t cut = __atomic_load_n(&sp->carved, __ATOMIC_RELAXED) +
+                 XF_COUNT(atomic_load_explicit(&sp->xf, RLX)),
+           out = used_get(sp);
+  return cut > out ? cut - out : 0;
+}
+static bool hot_worth(heap_t *h) {
+  size_t bytes = 0;
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    span_t *sp = hot_get(h, c);
+    if (sp != &rill_empty_span) bytes += (size_t)hot_free_cut(sp) * class_size(c);
+  }
+  return bytes >= LEND_HOT_MIN;
+}
+/* With the owner asleep and hot_lock held. */
+static bool hot_lendable(const span_t *sp) {
+  if (sp == &rill_empty_span) return false;
+  uint32_t fr = hot_free_cut(sp);
+  return fr >= span_reuse_mark(sp) && (size_t)fr * sp->bsize >= rill_arena.page;
+}
+
+/* Lends h's listed spans with room, and its hot spans with room, if its
+ * owner waits; *busy when it has some but its owner ran. */
 static size_t heap_lend(heap_t *h, int tid, bool *busy) {
   uint64_t before, after;
   spin_lock(&h->lock);
   bool any = !h->closed && lendable_any(h);
   spin_unlock(&h->lock);
-  if (!any) return 0;
+  bool hot = hot_worth(h);
+  if (!any && !hot) return 0;
   if (!os_thread_waiting(tid, &before)) {
     atomic_store_explicit(&h->lend_seen, os_now_ms(), RLX); /* busy: not again for a while */
-    *busy = true;
+    *busy = any; /* hot spans alone wait for the next beat, not a kick */
     return 0;
   }
+  spin_lock(&h->hot_lock);
   spin_lock(&h->lock);
   if (h->closed || atomic_load_explicit(&h->tid, RLX) != tid) {
     spin_unlock(&h->lock);
+    spin_unlock(&h->hot_lock);
     return 0;
   }
   for (unsigned c = 0; c < NCLASSES; c++)
     for (span_t *sp = lists(h)->list[c]; sp; sp = sp->next)
       if (lendable(sp)) atomic_store_explicit(&sp->attached, NULL, RLX);
+  span_t *took[NCLASSES];
+  unsigned nt = 0;
+  for (unsigned c = 0; hot && c < NCLASSES; c++) {
+    span_t *sp = hot_get(h, c);
+    if (!hot_lendable(sp)) continue;
+    atomic_store_explicit(&sp->attached, NULL, RLX); /* its frees: the slow path */
+    hot_set(h, c, &rill_empty_span);                 /* its mallocs: a span change */
+    took[nt++] = sp;
+  }
   atomic_thread_fence(memory_order_seq_cst);
   race_window(); /* the owner may wake here: its frees find the spans unattached */
   bool still = os_thread_waiting(tid, &after) && after == before;
@@ -1501,7 +1578,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
     owner_acquire(h);                           /* its frees came before its wait */
     atomic_store_explicit(&h->lent, true, RLX); /* and what remote frees queue next */
   }
-  *busy = *busy || !still;
+  *busy = *busy || (!still && any);
   span_t *moved = NULL;
   size_t n = 0;
   for (unsigned c = 0; c < NCLASSES; c++)
@@ -1518,7 +1595,15 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
       moved = sp;
       n++;
     }
+  if (!still) { /* it ran: its hot spans back, before its span changes see them */
+    for (unsigned i = 0; i < nt; i++) {
+      atomic_store_explicit(&took[i]->attached, h, RLX);
+      hot_set(h, took[i]->cls, took[i]);
+    }
+    nt = 0;
+  }
   spin_unlock(&h->lock);
+  spin_unlock(&h->hot_lock);
   /* onto the orphanage's list as a finished thread's spans (heap_release),
    * and claimed there if the last block came back meanwhile */
   for (span_t *sp = moved, *next; sp; sp = next) {
@@ -1527,7 +1612,12 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
     dbg_event(sp, EV_LEND);
     orphan_put(sp, h);
   }
-  return n;
+  /* the hot spans as at the owner's exit: it sleeps, and will not find them */
+  for (unsigned i = 0; i < nt; i++) {
+    dbg_event(took[i], EV_LEND);
+    heap_release(took[i], h);
+  }
+  return n + nt;
 }
 
 static _Atomic uint64_t spans_lent; /* ever, for rill_stats_print and malloc_info */
@@ -1590,10 +1680,10 @@ void heap_thread_done(heap_t *h) {
   __atomic_store_n(&h->closed, true, __ATOMIC_RELAXED);
   spin_unlock(&h->lock);
   for (unsigned c = 0; c < NCLASSES; c++) {
-    if (h->hot[c] != &rill_empty_span) heap_release(h->hot[c]);
+    if (h->hot[c] != &rill_empty_span) heap_release(h->hot[c], NULL);
     hot_set(h, c, &rill_empty_span);
     span_t *sp;
-    while ((sp = list_pop(h, c, true)) != NULL) heap_release(sp);
+    while ((sp = list_pop(h, c, true)) != NULL) heap_release(sp, NULL);
   }
   stash_flush(h);
   heap_recycle(h);
@@ -1654,6 +1744,8 @@ static void heaps_fork_all(bool hold) {
     if (fork_heaps > max_heaps) fork_heaps = max_heaps;
   }
   void (*op)(_Atomic int *) = hold ? fork_hold : fork_release;
+  /* hot locks first: an owner takes its hot lock, then list locks */
+  for (uint32_t i = 0; i < fork_heaps; i++) op(&heaps[i].hot_lock);
   for (uint32_t i = 0; i < fork_heaps; i++) op(&heaps[i].lock);
   for (unsigned k = 0; k < SHARED_N; k++) op(&shared[k].lock);
   op(&orphanage.lock);

@@ -561,6 +561,9 @@ typedef struct heap {
                                           * in heap_lists, set at reset (heap.c, lists) */
   _Atomic int lock;                      /* guards list[] and closed: the owner's slow paths and
                                           * remote frees that list or claim a span take it */
+  _Atomic int hot_lock;                  /* guards changes of hot[]: the owner's span changes,
+                                          * and the purger lending an idle owner's hot spans
+                                          * (heap_lend); taken before `lock` */
   bool closed;                           /* the owner has exited: spans handed back are orphaned */
   _Atomic bool lent;                     /* the owner was found idle (heap_lend_idle): spans a
                                           * remote free queues go to the orphanage until its next

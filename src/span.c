@@ -168,7 +168,7 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h, bool warm) {
   sp->fresh = 0;
   used_set(sp, 0);
   atomic_store_explicit(&sp->check, 0, RLX);
-  sp->carved = 0;
+  __atomic_store_n(&sp->carved, 0, __ATOMIC_RELAXED); /* heap_lend reads it */
   __atomic_store_n(&sp->limit, 0, __ATOMIC_RELAXED);
   span_set_heap(sp, h);
   atomic_store_explicit(&sp->attached, h, RLX);
@@ -229,7 +229,7 @@ void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
   sp->fresh = 0;
   used_set(sp, 1);
   atomic_store_explicit(&sp->fused, 1, RLX);
-  sp->carved = 1;
+  __atomic_store_n(&sp->carved, 1, __ATOMIC_RELAXED);
   __atomic_store_n(&sp->limit, 0, __ATOMIC_RELAXED); /* no block to free: see lobj */
   span_set_heap(sp, h);
   atomic_store_explicit(&sp->attached, NULL, RLX);

@@ -14,7 +14,11 @@
  *   --loan-back  main's own frees into its lent spans take them back
  *   --race     owners that allocate, hand half their blocks to a freer, nap in a timed
  *              condition wait (where they may be lent) and free the rest, for 1.5 s;
- *              every block's contents are checked, and spans must have been lent */
+ *              every block's contents are checked, and spans must have been lent
+ *   --hot      an owner frees most of what its hot spans handed out and waits: another
+ *              thread's blocks of those classes are the ones it freed (the hot spans were
+ *              lent), and the owner allocates and frees again once it wakes
+ *   --hot-control  the same without the purger: none are (the check can fail) */
 #include <pthread.h>
 #include <sched.h>
 #include <sys/wait.h>
@@ -458,8 +462,120 @@ static int run_loan(bool back) {
   return t_finish(back ? "test_lend --loan-back" : "test_lend --loan");
 }
 
+/* ---- an idle owner's hot spans ------------------------------------------------------------ */
+/* The owner cuts HOT_CUT blocks of each of two classes from its hot spans (64 KiB each) and
+ * frees all but HOT_KEEP: over 100 KiB free in hot spans, which it keeps while it waits on a
+ * condition. Then a second thread allocates as many blocks as were freed. */
+#define HOT_KEEP 4
+static const size_t hot_size[2] = {1024, 2048}, hot_cut[2] = {60, 30};
+static void *hot_kept[2][HOT_KEEP], *hot_freed[2][64], *hot_got[2][64];
+static size_t hot_inside;
+static _Atomic int hot_phase; /* 0 cutting, 1 waiting, 2 woken */
+static pthread_mutex_t hm = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hc = PTHREAD_COND_INITIALIZER;
+
+static void *hot_owner(void *arg) {
+  (void)arg;
+  for (int k = 0; k < 2; k++) {
+    void *p[64];
+    for (size_t i = 0; i < hot_cut[k]; i++) {
+      p[i] = T_malloc(hot_size[k]);
+      if (!p[i]) DIE("malloc(%zu) returned NULL", hot_size[k]);
+      pat_fill(p[i], hot_size[k], pat_seed(p[i], hot_size[k]));
+    }
+    for (size_t i = 0; i < hot_cut[k]; i++) {
+      if (i < HOT_KEEP) {
+        hot_kept[k][i] = p[i];
+      } else {
+        hot_freed[k][i - HOT_KEEP] = p[i];
+        T_free(p[i]);
+      }
+    }
+  }
+  pthread_mutex_lock(&hm);
+  atomic_store(&hot_phase, 1);
+  while (atomic_load(&hot_phase) == 1) pthread_cond_wait(&hc, &hm); /* a futex wait */
+  pthread_mutex_unlock(&hm);
+  /* awake: its kept blocks intact, and its span changes work */
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < HOT_KEEP; i++) {
+      check_block(hot_kept[k][i], hot_size[k], "the owner's kept");
+      T_free(hot_kept[k][i]);
+    }
+    void *p[200];
+    for (int i = 0; i < 200; i++) {
+      p[i] = T_malloc(hot_size[k]);
+      if (!p[i]) DIE("malloc(%zu) returned NULL", hot_size[k]);
+      pat_fill(p[i], hot_size[k], pat_seed(p[i], hot_size[k]));
+    }
+    for (int i = 0; i < 200; i++) {
+      check_block(p[i], hot_size[k], "the woken owner's");
+      T_free(p[i]);
+    }
+  }
+  return NULL;
+}
+
+static void *hot_taker(void *arg) {
+  (void)arg;
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < hot_cut[k] - HOT_KEEP; i++) {
+      void *q = hot_got[k][i] = T_malloc(hot_size[k]);
+      if (!q) DIE("malloc(%zu) returned NULL", hot_size[k]);
+      pat_fill(q, hot_size[k], pat_seed(q, hot_size[k]));
+      for (size_t j = 0; j < hot_cut[k] - HOT_KEEP; j++)
+        if (q == hot_freed[k][j]) hot_inside++;
+    }
+  return NULL;
+}
+
+static int run_hot(bool control) {
+  pthread_t o, t;
+  pthread_create(&o, NULL, hot_owner, NULL);
+  while (atomic_load(&hot_phase) == 0) nap_ms(1);
+  unsigned long long lent0 = spans_lent();
+  /* empty spans of another class for the pool, so the purger keeps its beat */
+  static void *churn[2000];
+  for (int r = 0; r < 100 && (control || spans_lent() == lent0); r++) {
+    for (int i = 0; i < 2000; i++)
+      if (!(churn[i] = T_malloc(96))) DIE("malloc(96) returned NULL");
+    for (int i = 0; i < 2000; i++) T_free(churn[i]);
+    nap_ms(control ? 5 : 50);
+  }
+  unsigned long long lent = spans_lent() - lent0;
+  pthread_create(&t, NULL, hot_taker, NULL);
+  pthread_join(t, NULL);
+  size_t total = hot_cut[0] + hot_cut[1] - 2 * HOT_KEEP;
+  printf("spans lent while the owner waited %llu; the other thread's blocks that the owner "
+         "had freed: %zu of %zu\n",
+         lent, hot_inside, total);
+  if (control) {
+    CHECK(lent == 0, "without the purger %llu spans were lent", lent);
+    CHECK(hot_inside <= total / 10, "without the purger %zu of %zu blocks were the owner's",
+          hot_inside, total);
+  } else {
+    CHECK(lent >= 2, "the owner's two hot spans were not lent (%llu spans lent)", lent);
+    CHECK(hot_inside >= total * 9 / 10,
+          "only %zu of %zu blocks were ones the waiting owner had freed in its hot spans",
+          hot_inside, total);
+  }
+  pthread_mutex_lock(&hm);
+  atomic_store(&hot_phase, 2);
+  pthread_cond_signal(&hc);
+  pthread_mutex_unlock(&hm);
+  pthread_join(o, NULL);
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < hot_cut[k] - HOT_KEEP; i++) {
+      check_block(hot_got[k][i], hot_size[k], "the other thread's");
+      T_free(hot_got[k][i]);
+    }
+  return t_finish(control ? "test_lend --hot-control" : "test_lend --hot");
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
+  if (argc > 1 && !strcmp(argv[1], "--hot")) return run_hot(false);
+  if (argc > 1 && !strcmp(argv[1], "--hot-control")) return run_hot(true);
   if (argc > 1 && !strcmp(argv[1], "--loan")) return run_loan(false);
   if (argc > 1 && !strcmp(argv[1], "--loan-back")) return run_loan(true);
   if (argc > 1 && !strcmp(argv[1], "--control")) return run_reuse(true);
@@ -477,6 +593,7 @@ int main(int argc, char **argv) {
     return t_finish("test_lend --fork");
   }
   if (argc > 1)
-    DIE("usage: test_lend [--control | --when | --race | --fork | --loan | --loan-back]");
+    DIE("usage: test_lend [--control | --when | --race | --fork | --loan | --loan-back | --hot "
+        "| --hot-control]");
   return run_reuse(false);
 }
