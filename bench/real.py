@@ -89,6 +89,14 @@ WORKLOADS = [
              "openjdk-17-jdk-headless",
              lambda d: ["java", "-Xmx256m", "-cp", str(JAVA_CLASSES), "Native", "8", "1500"],
              setup=lambda: java_compile()),
+    Workload("ruby", "Ruby 3 (its interpreter lock: one thread runs at a time), 8 threads "
+             "serving 12,000 requests each: a JSON body parsed, a response of hashes, arrays "
+             "and strings rendered as JSON, one in four kept in a shared cache of 20,000 "
+             "(bench/real/server.rb)", "ruby", "ruby",
+             lambda d: ["ruby", str(REAL_DIR / "server.rb"), "8", "12000"]),
+    Workload("ruby-32", "the same with 32 threads, 3,000 requests each: a thread per "
+             "connection, most of them waiting at any moment", "ruby", "ruby",
+             lambda d: ["ruby", str(REAL_DIR / "server.rb"), "32", "3000"]),
     Workload("python", "python3 with PYTHONMALLOC=malloc: dicts and lists to JSON and "
              "back, sorted (bench/real/objects.py)", "python3", "python3",
              lambda d: ["python3", str(REAL_DIR / "objects.py")],

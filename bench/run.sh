@@ -69,6 +69,7 @@ if [ "$real" = 1 ]; then # the real programs' packages (bench/real.py)
   command -v redis-benchmark >/dev/null || need+=(redis-tools)
   command -v sqlite3 >/dev/null || need+=(sqlite3)
   command -v lua5.4 >/dev/null || need+=(lua5.4)
+  command -v ruby >/dev/null || need+=(ruby)
   command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
 fi
 if [ "${#need[@]}" -gt 0 ]; then
