@@ -151,8 +151,8 @@ void heap_fit(size_t limit) {
  * (size of cls - 1, size of cls]; set up once, since a span change writes them */
 static uint8_t direct_lo[NDIRECT_CLS], direct_hi[NDIRECT_CLS];
 
-/* The hot span of a class, mirrored into the direct map for small sizes. */
-/* Relaxed atomic stores and loads (plain movs): the purger swaps the hot
+/* The hot span of a class, mirrored into the direct map for small sizes.
+ * Relaxed atomic stores and loads (plain movs): the purger swaps the hot
  * spans of an idle owner (heap_lend) while the fast paths read them. */
 static void hot_set(heap_t *h, unsigned cls, span_t *sp) {
   __atomic_store_n(&h->hot[cls], sp, __ATOMIC_RELAXED);
@@ -1191,12 +1191,15 @@ static void hot_emptied(heap_t *h, span_t *sp) {
     return;
   }
   /* under hot_lock, a change of the hot span: the purger (heap_lend) may
-   * have it in hand, taken while this thread woke; it puts it back */
+   * have it in hand, taken while this thread woke; it puts it back, armed */
   spin_lock(&h->hot_lock);
   uint64_t x = XF_MAKE(ST_ATTACHED, 0, 0);
+  if (hot_get(h, sp->cls) != sp) {
+    spin_unlock(&h->hot_lock);
+    return;
+  }
   atomic_store_explicit(&sp->check, 0, RLX);
-  if (hot_get(h, sp->cls) != sp ||
-      !atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
+  if (!atomic_compare_exchange_strong_explicit(&sp->xf, &x, XF_MAKE(ST_FREE, 0, 0), ACQ, RLX)) {
     spin_unlock(&h->hot_lock);
     return; /* a remote push raced in (a double free): keep it */
   }

@@ -306,7 +306,7 @@ if step "TSan build (test_lend)" "$LOGS/tsan-build-lend.log" \
   clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
   -DRILL_NO_OVERRIDE -DUSE_RILL_API -DRILL_RACE_WINDOWS -I"$ROOT/include" -I"$ROOT/test" \
   "${SRCS[@]}" "$ROOT/test/test_lend.c" -o "$B/tsan/lend_tsan" -lpthread; then
-  for mode in reuse when race; do
+  for mode in reuse when race hot; do
     log="$LOGS/tsan_lend_$mode.log"
     arg=--$mode
     [ $mode = reuse ] && arg=
