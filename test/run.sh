@@ -97,6 +97,7 @@ need awk gawk
 need pkg-config pkg-config
 need sort coreutils
 need javac openjdk-17-jdk-headless # test/real/java.sh (a JVM under rill)
+need ruby ruby                      # test/real/ruby.sh (Ruby threads under rill)
 # clang's sanitizer and libFuzzer runtimes live in a versioned package.
 CLANG_RT=""
 if command -v clang >/dev/null; then
