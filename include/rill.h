@@ -53,6 +53,25 @@ void rill_stats_get(struct rill_stats *out);
 /* Prints the statistics to file descriptor fd (2 = stderr). */
 void rill_stats_print(int fd);
 
+/* Where a footprint sits, class by class: a size class's spans, their blocks
+ * handed out and free, and how much of them is in physical memory. Free
+ * blocks in spans that are not empty serve only their class; this is where
+ * a fragmented heap shows. Gathered on demand like rill_stats, plus one
+ * mincore call per span for the resident bytes. */
+struct rill_class_stats {
+  uint64_t block_size;      /* the class's block size; 0 for the row of large objects */
+  uint64_t spans;           /* spans of the class that are not empty (large: objects) */
+  uint64_t blocks_in_use;   /* blocks handed out and not freed */
+  uint64_t blocks_free;     /* blocks cut from the spans and freed since */
+  uint64_t bytes_in_use;    /* blocks_in_use x block_size (large: their usable sizes) */
+  uint64_t bytes_committed; /* the spans' bytes */
+  uint64_t bytes_resident;  /* of those, in physical memory now */
+};
+/* Fills out[0..n) with a row per size class that has spans, smallest blocks
+ * first, then one for large objects if any; returns the number of such
+ * rows, which may be more than n (call with n = 0 to size the array). */
+size_t rill_class_stats_get(struct rill_class_stats *out, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

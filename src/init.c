@@ -328,7 +328,13 @@ bool rill_init(void) {
   if (!ok && !failed) {
     opt_secure = getauxval(AT_SECURE) != 0;
     if (!opt_secure) opt_misspelt();
-    rill_opt.show_stats = opt_bool("RILL_SHOW_STATS", false);
+    /* off words, on words, then "classes" (a line per size class too) */
+    static const char *const show[] = {"0",    "false", "no", "off",    "1",
+                                       "true", "yes",   "on", "classes"};
+    unsigned sh = opt_word("RILL_SHOW_STATS", show, 9,
+                           ": unrecognised value, accepted: 1/0, true/false, yes/no, on/off, "
+                           "classes; using the default (0)");
+    rill_opt.show_stats = sh < 4 ? SHOW_NONE : sh < 8 ? SHOW_TOTALS : SHOW_CLASSES;
     rill_opt.hugepages = opt_bool("RILL_HUGEPAGES", false);
     /* "auto", then pairs of off and on words: odd indices are off */
     static const char *const purger[] = {"auto", "0",   "1",   "false", "true",

@@ -653,8 +653,9 @@ void huge_fork_parent(void) INTERNAL;
 void huge_fork_child(void) INTERNAL;
 
 /* ---- start-up, options, errors (init.c) -------------------------------- */
+enum { SHOW_NONE, SHOW_TOTALS, SHOW_CLASSES }; /* RILL_SHOW_STATS */
 typedef struct options {
-  bool show_stats;
+  uint8_t show_stats;   /* SHOW_*: print statistics at exit, and a line per class */
   bool purge_free;      /* RILL_PURGE=free: MADV_FREE instead of MADV_DONTNEED */
   bool hugepages;       /* RILL_HUGEPAGES=1 */
   uint32_t purge_delay; /* RILL_PURGE_DELAY_MS */

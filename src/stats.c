@@ -5,51 +5,68 @@
 #include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"
 
+/* Visits every span that starts a stretch of the arena (not the slots inside
+ * a heap's chunk), with its state and its blocks out net of remote frees
+ * not yet collected. Reads race with the owners: the figures are a moment's
+ * approximation, as the fast paths keep no counters for them. */
+typedef void (*span_fn)(span_t *sp, unsigned st, uint64_t used, void *ctx);
+static void walk_spans(span_fn fn, void *ctx) {
+  size_t top = atomic_load_explicit(&rill_arena_top, RLX), bound = arena_bound_slots();
+  if (top > bound) top = bound; /* slots being covered: their entries may not be mapped */
+  for (size_t i = (size_t)1 << rill_arena.min_order; i < top;) {
+    /* relaxed atomic: runs.c rewrites heads of free runs under its lock */
+    if (__atomic_load_n(&rill_arena.heads[i], __ATOMIC_RELAXED) !=
+        span_of_index(i)) { /* in a heap's chunk */
+      i++;
+      continue;
+    }
+    span_t *sp = span_of_index(i);
+    uint64_t x = atomic_load_explicit(&sp->xf, RLX), used = 0;
+    unsigned st = XF_STATE(x);
+    if (st != ST_FREE) {
+      used = st == ST_ATTACHED || st == ST_LISTED ? used_get(sp)
+                                                  : atomic_load_explicit(&sp->fused, RLX);
+      uint64_t pend = XF_COUNT(x);
+      used = used > pend ? used - pend : 0;
+    }
+    fn(sp, st, used, ctx);
+    uint32_t n = span_nslots(sp);
+    i += n ? n : 1; /* a run split or merged meanwhile */
+  }
+}
+
+static void sum_span(span_t *sp, unsigned st, uint64_t used, void *ctx) {
+  struct rill_stats *s = ctx;
+  size_t bytes = span_bytes(sp);
+  if (st == ST_FREE) {
+    s->spans_free++;
+    if (__atomic_load_n(&sp->run, __ATOMIC_RELAXED)) /* a free run: its dirty slots */
+      s->bytes_committed += run_dirty_bytes(sp);
+    else if (!__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED))
+      s->bytes_committed += bytes;
+    return;
+  }
+  s->bytes_committed += bytes;
+  s->bytes_in_use += sp->cls == CLS_LARGE ? sp->lsize : used * sp->bsize;
+  if (st == ST_FLOATING)
+    s->spans_floating++;
+  else if (st == ST_QUEUED || st == ST_LISTED)
+    s->spans_reusable++;
+  else
+    s->spans_hot++;
+}
+
 __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *out) {
   struct rill_stats s = {0};
   if (atomic_load_explicit(&rill_ready, ACQ)) {
-    size_t top = atomic_load_explicit(&rill_arena_top, RLX), bound = arena_bound_slots();
-    if (top > bound) top = bound; /* slots being covered: their entries may not be mapped */
     s.bytes_reserved = __atomic_load_n(&rill_arena.size, __ATOMIC_RELAXED);
-    for (size_t i = (size_t)1 << rill_arena.min_order; i < top;) {
-      /* relaxed atomic: runs.c rewrites heads of free runs under its lock */
-      if (__atomic_load_n(&rill_arena.heads[i], __ATOMIC_RELAXED) !=
-          span_of_index(i)) { /* in a heap's chunk */
-        i++;
-        continue;
-      }
-      span_t *sp = span_of_index(i);
-      size_t bytes = span_bytes(sp);
-      uint64_t x = atomic_load_explicit(&sp->xf, RLX);
-      unsigned st = XF_STATE(x);
-      if (st == ST_FREE) {
-        s.spans_free++;
-        if (__atomic_load_n(&sp->run, __ATOMIC_RELAXED)) /* a free run: its dirty slots */
-          s.bytes_committed += run_dirty_bytes(sp);
-        else if (!__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED))
-          s.bytes_committed += bytes;
-      } else {
-        s.bytes_committed += bytes;
-        uint64_t used = st == ST_ATTACHED || st == ST_LISTED
-                            ? used_get(sp)
-                            : atomic_load_explicit(&sp->fused, RLX);
-        uint64_t pend = XF_COUNT(x);
-        used = used > pend ? used - pend : 0;
-        s.bytes_in_use += sp->cls == CLS_LARGE ? sp->lsize : used * sp->bsize;
-        if (st == ST_FLOATING)
-          s.spans_floating++;
-        else if (st == ST_QUEUED || st == ST_LISTED)
-          s.spans_reusable++;
-        else
-          s.spans_hot++;
-      }
-      uint32_t n = span_nslots(sp);
-      i += n ? n : 1; /* a run split or merged meanwhile */
-    }
+    walk_spans(sum_span, &s);
     uint32_t nh = heap_count();
     for (uint32_t i = 0; i < nh; i++) {
       heap_t *h = heap_at(i);
@@ -63,6 +80,68 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
     s.bytes_in_use += s.huge_bytes;
   }
   *out = s;
+}
+
+/* ---- class by class ----------------------------------------------------- */
+/* Pages of [a, a + n) in physical memory, by mincore in steps of 256 pages. */
+static uint64_t resident_bytes(uintptr_t a, size_t n) {
+  size_t pg = rill_arena.page;
+  unsigned char vec[256];
+  uint64_t r = 0;
+  for (uintptr_t end = a + n; a < end;) {
+    size_t k = (end - a + pg - 1) / pg;
+    if (k > sizeof vec) k = sizeof vec;
+    if (mincore((void *)a, k * pg, vec)) return r;
+    for (size_t j = 0; j < k; j++) r += vec[j] & 1;
+    a += k * pg;
+  }
+  return r * pg;
+}
+
+/* Rows 0..NCLASSES-1 by class, row NCLASSES for large objects. */
+static void class_span(span_t *sp, unsigned st, uint64_t used, void *ctx) {
+  if (st == ST_FREE) return;
+  struct rill_class_stats *rows = ctx;
+  unsigned c = __atomic_load_n(&sp->cls, __ATOMIC_RELAXED);
+  struct rill_class_stats *r = &rows[c < NCLASSES ? c : NCLASSES];
+  size_t bytes = span_bytes(sp);
+  r->spans++;
+  r->bytes_committed += bytes;
+  r->bytes_resident += resident_bytes(span_start(sp), bytes);
+  if (c >= NCLASSES) {
+    r->blocks_in_use++;
+    r->bytes_in_use += sp->lsize;
+    return;
+  }
+  uint32_t carved = __atomic_load_n(&sp->carved, __ATOMIC_RELAXED);
+  r->blocks_in_use += used;
+  r->blocks_free += carved > used ? carved - used : 0;
+  r->bytes_in_use += used * sp->bsize;
+}
+
+__attribute__((visibility("default"))) size_t rill_class_stats_get(struct rill_class_stats *out,
+                                                                   size_t n) {
+  if (!atomic_load_explicit(&rill_ready, ACQ)) return 0;
+  struct rill_class_stats rows[NCLASSES + 1];
+  memset(rows, 0, sizeof rows);
+  walk_spans(class_span, rows);
+  /* by block size: the twins (uncoloured 256, 512, 1,024 B) sit after the
+   * plain classes in class order */
+  unsigned order[NCLASSES + 1], k = 0;
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    rows[c].block_size = class_size(c);
+    unsigned j = k++;
+    for (; j > 0 && class_size(order[j - 1]) > rows[c].block_size; j--) order[j] = order[j - 1];
+    order[j] = c;
+  }
+  order[k++] = NCLASSES;
+  size_t m = 0;
+  for (unsigned i = 0; i < k; i++) {
+    if (!rows[order[i]].spans) continue;
+    if (m < n) out[m] = rows[order[i]];
+    m++;
+  }
+  return m;
 }
 
 static char *put_num(char *o, const char *label, uint64_t v) {
@@ -99,8 +178,33 @@ __attribute__((visibility("default"))) void rill_stats_print(int fd) {
   (void)w;
 }
 
+/* RILL_SHOW_STATS=classes: a line per class after the totals. */
+static void print_classes(int fd) {
+  struct rill_class_stats rows[NCLASSES + 1];
+  size_t n = rill_class_stats_get(rows, NCLASSES + 1);
+  for (size_t i = 0; i < n; i++) {
+    const struct rill_class_stats *r = &rows[i];
+    char buf[256], *o = buf;
+    if (r->block_size) {
+      o = put_num(o, "rill: class ", r->block_size);
+      o = put_num(o, ": spans=", r->spans);
+      o = put_num(o, " blocks_in_use=", r->blocks_in_use);
+      o = put_num(o, " blocks_free=", r->blocks_free);
+    } else {
+      o = put_num(o, "rill: large: objects=", r->spans);
+    }
+    o = put_num(o, " in_use=", r->bytes_in_use);
+    o = put_num(o, " committed=", r->bytes_committed);
+    o = put_num(o, " resident=", r->bytes_resident);
+    *o++ = '\n';
+    ssize_t w = write(fd, buf, (size_t)(o - buf));
+    (void)w;
+  }
+}
+
 void rill_stats_at_exit(void) {
   rill_stats_print(rill_stats_fd);
+  if (rill_opt.show_stats == SHOW_CLASSES) print_classes(rill_stats_fd);
 }
 
 /* ---- glibc's introspection names ---------------------------------------- */
@@ -165,8 +269,7 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *fp) {
           "<rill in_use=\"%llu\" committed=\"%llu\" reserved=\"%llu\" purged=\"%llu\" "
           "huge=\"%llu\"/>\n"
           "<spans hot=\"%llu\" floating=\"%llu\" reusable=\"%llu\" free=\"%llu\"/>\n"
-          "<threads live=\"%llu\" young=\"%llu\" remote_frees=\"%llu\" spans_lent=\"%llu\"/>\n"
-          "</malloc>\n",
+          "<threads live=\"%llu\" young=\"%llu\" remote_frees=\"%llu\" spans_lent=\"%llu\"/>\n",
           (unsigned long long)s.bytes_in_use, (unsigned long long)s.bytes_committed,
           (unsigned long long)s.bytes_reserved, (unsigned long long)s.bytes_purged,
           (unsigned long long)s.huge_bytes, (unsigned long long)s.spans_hot,
@@ -174,6 +277,17 @@ __attribute__((visibility("default"))) int malloc_info(int options, FILE *fp) {
           (unsigned long long)s.spans_free, (unsigned long long)s.threads,
           (unsigned long long)heap_young_live(), (unsigned long long)s.remote_frees,
           (unsigned long long)heap_spans_lent());
+  struct rill_class_stats rows[NCLASSES + 1];
+  size_t n = rill_class_stats_get(rows, NCLASSES + 1);
+  for (size_t i = 0; i < n; i++)
+    fprintf(fp,
+            "<class size=\"%llu\" spans=\"%llu\" blocks_in_use=\"%llu\" blocks_free=\"%llu\" "
+            "in_use=\"%llu\" committed=\"%llu\" resident=\"%llu\"/>\n",
+            (unsigned long long)rows[i].block_size, (unsigned long long)rows[i].spans,
+            (unsigned long long)rows[i].blocks_in_use, (unsigned long long)rows[i].blocks_free,
+            (unsigned long long)rows[i].bytes_in_use, (unsigned long long)rows[i].bytes_committed,
+            (unsigned long long)rows[i].bytes_resident);
+  fputs("</malloc>\n", fp);
   return 0;
 }
 #endif

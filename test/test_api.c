@@ -721,6 +721,84 @@ static void t_sized_and_stats(void) {
   for (int i = 0; i < 64; i++) free_checked(keepers[i], "live block across a purge");
 }
 
+/* rill_class_stats_get's row for block size bs (the plain class, not a twin), or zeros. */
+static struct rill_class_stats class_row(uint64_t bs) {
+  struct rill_class_stats rows[96], z;
+  memset(&z, 0, sizeof z);
+  size_t n = rill_class_stats_get(rows, 96);
+  CHECK(n <= 96, "rill_class_stats_get: %zu rows, more than there are classes", n);
+  for (size_t i = 0; i < n && i < 96; i++)
+    if (rows[i].block_size == bs) return rows[i];
+  return z;
+}
+
+/* The class by class statistics follow one class's blocks out and back, count the pages
+ * written as resident, list large objects last, and add up to rill_stats' bytes in use. */
+static void t_class_stats(void) {
+  enum { N = 40, SZ = 6000, CLS = 6144 };
+  void *v[N];
+  struct rill_class_stats r0 = class_row(CLS), large0 = class_row(0);
+  for (int i = 0; i < N; i++) {
+    v[i] = keep(T_malloc(SZ));
+    if (!v[i]) DIE("malloc(%d) failed", SZ);
+    memset(v[i], i, SZ);
+  }
+  void *big = keep(T_malloc(MiB));
+  if (!big) DIE("malloc(1 MiB) failed");
+  memset(big, 1, MiB);
+  struct rill_class_stats r1 = class_row(CLS), large1 = class_row(0);
+  CHECK(r1.blocks_in_use == r0.blocks_in_use + N && r1.bytes_in_use == r1.blocks_in_use * CLS,
+        "class %d: blocks_in_use %" PRIu64 " -> %" PRIu64 ", bytes %" PRIu64
+        " after %d mallocs of %d B",
+        CLS, r0.blocks_in_use, r1.blocks_in_use, r1.bytes_in_use, N, SZ);
+  CHECK(r1.spans >= 1 && r1.bytes_committed >= r1.bytes_in_use &&
+            r1.bytes_resident >= r0.bytes_resident + (uint64_t)N * SZ - 2 * 4096 &&
+            r1.bytes_resident <= r1.bytes_committed,
+        "class %d: spans %" PRIu64 ", committed %" PRIu64 ", resident %" PRIu64 " -> %" PRIu64
+        " after writing %d blocks",
+        CLS, r1.spans, r1.bytes_committed, r0.bytes_resident, r1.bytes_resident, N);
+  CHECK(large1.spans == large0.spans + 1 && large1.bytes_in_use >= large0.bytes_in_use + MiB &&
+            large1.bytes_resident >= large0.bytes_resident + MiB,
+        "large objects: %" PRIu64 " -> %" PRIu64 ", in use %" PRIu64 " -> %" PRIu64
+        ", resident %" PRIu64 " -> %" PRIu64 " after a written 1 MiB malloc",
+        large0.spans, large1.spans, large0.bytes_in_use, large1.bytes_in_use, large0.bytes_resident,
+        large1.bytes_resident);
+  /* rows by block size, large objects last; their in-use bytes are rill_stats' (no huge
+   * objects are live, and this thread alone allocates) */
+  struct rill_class_stats rows[96];
+  size_t n = rill_class_stats_get(rows, 96), n0 = rill_class_stats_get(NULL, 0);
+  struct rill_stats s;
+  rill_stats_get(&s);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < n && i < 96; i++) {
+    sum += rows[i].bytes_in_use;
+    CHECK(rows[i].spans > 0, "row %zu (block size %" PRIu64 ") has no spans", i,
+          rows[i].block_size);
+    if (i > 0 && rows[i].block_size)
+      CHECK(rows[i].block_size >= rows[i - 1].block_size && rows[i - 1].block_size,
+            "rows out of order: %" PRIu64 " after %" PRIu64, rows[i].block_size,
+            rows[i - 1].block_size);
+  }
+  CHECK(n == n0 && n > 1 && rows[n - 1].block_size == 0,
+        "rill_class_stats_get: %zu rows, %zu when only counting, last block size %" PRIu64, n, n0,
+        n ? rows[n - 1].block_size : 0);
+  CHECK(sum == s.bytes_in_use - s.huge_bytes,
+        "class rows add up to %" PRIu64 " bytes in use, rill_stats says %" PRIu64, sum,
+        s.bytes_in_use - s.huge_bytes);
+  /* every other block back: half out, the rest free in the class's spans */
+  for (int i = 0; i < N; i += 2) T_free(v[i]);
+  struct rill_class_stats r2 = class_row(CLS);
+  CHECK(r2.blocks_in_use == r1.blocks_in_use - N / 2 && r2.blocks_free >= r1.blocks_free + N / 2,
+        "class %d: in use %" PRIu64 " -> %" PRIu64 ", free %" PRIu64 " -> %" PRIu64
+        " after %d frees",
+        CLS, r1.blocks_in_use, r2.blocks_in_use, r1.blocks_free, r2.blocks_free, N / 2);
+  for (int i = 1; i < N; i += 2) T_free(v[i]);
+  T_free(big);
+  CHECK(class_row(CLS).blocks_in_use == r0.blocks_in_use && class_row(0).spans == large0.spans,
+        "class %d: %" PRIu64 " blocks in use after freeing all, %" PRIu64 " before", CLS,
+        class_row(CLS).blocks_in_use, r0.blocks_in_use);
+}
+
 #ifndef USE_RILL_API
 /* glibc's introspection calls report rill's heap, not glibc's idle arena: mallinfo2 and
  * mallinfo follow allocations and frees, huge objects show as mmapped bytes, malloc_info
@@ -772,7 +850,7 @@ static void t_glibc_info(void) {
   int rc = malloc_info(0, fp);
   fclose(fp);
   CHECK(rc == 0 && text && strstr(text, "<malloc") && strstr(text, "in_use=\"") &&
-            strstr(text, "</malloc>"),
+            strstr(text, "<class size=\"") && strstr(text, "</malloc>"),
         "malloc_info(0) returned %d and wrote: %s", rc, text ? text : "(nothing)");
   free(text);
   errno = 0;
@@ -882,6 +960,7 @@ int main(int argc, char **argv) {
       {"ENOMEM", t_overflow},
       {"EINVAL", t_bad_alignment},
       {"sized free and stats", t_sized_and_stats},
+      {"class statistics", t_class_stats},
 #ifndef USE_RILL_API
       {"glibc introspection", t_glibc_info},
       {"mallopt", t_mallopt},
