@@ -91,7 +91,7 @@ static uint64_t resident_bytes(uintptr_t a, size_t n) {
   for (uintptr_t end = a + n; a < end;) {
     size_t k = (end - a + pg - 1) / pg;
     if (k > sizeof vec) k = sizeof vec;
-    if (mincore((void *)a, k * pg, vec)) return r;
+    if (mincore((void *)a, k * pg, vec)) break; /* not mapped: count what was */
     for (size_t j = 0; j < k; j++) r += vec[j] & 1;
     a += k * pg;
   }
