@@ -235,7 +235,7 @@ static void *realloc_named(void *p, size_t n, const char *fn) {
       if (n >= GROW_RUN_MIN && (need <= LARGE_MAX || old > LARGE_MAX) &&
           run_resize(sp, run_slots(need))) {
         size_t pg = rill_arena.page;
-        sp->lsize = (n + pg - 1) & ~(pg - 1);
+        SPAN_SET(sp, lsize, (n + pg - 1) & ~(pg - 1));
         return p;
       }
       /* It must move to grow. A buffer grown past REMAP_MIN leaves the arena

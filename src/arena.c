@@ -701,7 +701,7 @@ span_t *arena_span(size_t first, unsigned order) {
   sp->order = (uint8_t)order;
   span_set_nslots(sp, n);
   __atomic_store_n(&sp->run, 0, __ATOMIC_RELAXED); /* rill_stats_get reads it */
-  sp->fresh = 1;
+  SPAN_SET(sp, fresh, 1);
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   return sp;
 }

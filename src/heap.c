@@ -431,7 +431,7 @@ static span_t *stash_push_locked(heap_t *h, span_t *sp) {
   unsigned o = sp->order;
   dbg_empty(sp, "span stashed with a block out");
   dbg_event(sp, EV_POOL);
-  sp->bsize = 0; /* frees into it are invalid, as into a pooled span */
+  SPAN_SET(sp, bsize, 0); /* frees into it are invalid, as into a pooled span */
   atomic_store_explicit(&sp->attached, NULL, RLX);
   atomic_store_explicit(&sp->where, AT_NONE, RLX);
   sp->prev = NULL;

@@ -189,6 +189,13 @@ typedef struct span {
 
 _Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shift indexes it)");
 
+/* Fields a span's formatting writes and the statistics walk reads with no
+ * lock (cls, bsize, lsize): relaxed atomic stores, plain moves, so the walk's
+ * relaxed loads do not race with them (stats.c; TSan, test/stress.c
+ * --stats-poll). The owners' own reads stay plain. */
+#define SPAN_SET(sp, field, v) __atomic_store_n(&(sp)->field, (v), __ATOMIC_RELAXED)
+#define SPAN_GET(sp, field)    __atomic_load_n(&(sp)->field, __ATOMIC_RELAXED)
+
 /* `used` is owner-written but read by remote frees: relaxed atomic loads and
  * stores compile to plain moves, so the fast paths stay free of atomic RMWs. */
 static inline uint32_t used_get(const span_t *sp) {

@@ -839,8 +839,8 @@ size_t pool_spill_spent(size_t want, uint32_t home) {
 void pool_put(span_t *sp) {
   dbg_empty(sp, "span pooled with a block out");
   dbg_event(sp, EV_POOL);
-  sp->bsize = 0; /* frees into a pooled span are now invalid */
-  if (sp->run) { /* a big class's span goes back to the runs it came from */
+  SPAN_SET(sp, bsize, 0); /* frees into a pooled span are now invalid */
+  if (sp->run) {          /* a big class's span goes back to the runs it came from */
     atomic_store_explicit(&sp->attached, NULL, RLX);
     atomic_store_explicit(&sp->where, AT_NONE, RLX);
     run_put(sp);

@@ -293,7 +293,7 @@ static void insert_run(shard_t *sh, span_t *sp) {
 static void file_run(shard_t *sh, span_t *sp, size_t n) {
   size_t i = span_index(sp);
   span_set_nslots(sp, n);
-  sp->bsize = 0; /* frees into it are invalid now */
+  SPAN_SET(sp, bsize, 0); /* frees into it are invalid now */
   head_set(i, i);
   head_set(i + n - 1, i);
   insert_run(sh, sp);
@@ -316,7 +316,7 @@ static void merge_state(span_t *a, const span_t *b) {
  * shards and of pool spans change under other locks, and their heads may
  * name anything; ours hold still while we hold sh's lock. */
 static void release(shard_t *sh, span_t *sp) {
-  sp->bsize = 0;
+  SPAN_SET(sp, bsize, 0);
   size_t i = span_index(sp), n = sp->nslots, j = i + n;
   if (j < arena_bound_slots() && head_get(j) == j) {
     span_t *r = span_of_index(j);
@@ -343,9 +343,9 @@ static void release(shard_t *sh, span_t *sp) {
 static span_t *free_head(uint8_t mark, size_t i, uint32_t stamp) {
   span_t *t = span_of_index(i);
   t->start = rill_arena.base + (i << SLOT_SHIFT);
-  t->fresh = 0; /* free runs: the dirty bits */
+  SPAN_SET(t, fresh, 0); /* free runs: the dirty bits */
   t->stamp = stamp;
-  t->cls = CLS_LARGE;
+  SPAN_SET(t, cls, CLS_LARGE);
   t->order = 0;
   __atomic_store_n(&t->shard, mark, __ATOMIC_RELAXED);
   __atomic_store_n(&t->run, 1, __ATOMIC_RELAXED); /* rill_stats_get reads it */
@@ -402,7 +402,7 @@ static span_t *fit(shard_t *sh, size_t n, unsigned b) {
   size_t i = span_index(sp), m = sp->nslots;
   if (m > n) file_run(sh, cut(sp, n, sp->stamp), m - n); /* the rest stays free */
   claim(sh, i, n);
-  sp->fresh = dirty_scan(i, i + n, true) == i + n;
+  SPAN_SET(sp, fresh, dirty_scan(i, i + n, true) == i + n);
   return sp;
 }
 
@@ -526,7 +526,7 @@ static span_t *run_take(size_t n, uint32_t home, bool own, bool wild) {
     size_t i = wild_take(sh, n);
     if (i) {
       sp = claim(sh, i, n);
-      sp->fresh = 1;
+      SPAN_SET(sp, fresh, 1);
     }
   }
   spin_unlock(&sh->lock);
@@ -556,7 +556,7 @@ span_t *run_get_last(size_t n, uint32_t home) {
     size_t i = sh->wild_end - sh->wild >= n ? wild_cut(sh, n) : 0;
     if (i) {
       sp = claim(sh, i, n);
-      sp->fresh = 1;
+      SPAN_SET(sp, fresh, 1);
     }
     spin_unlock(&sh->lock);
   }
@@ -574,8 +574,8 @@ void run_adopt(span_t *sp, uint32_t home) {
   uint64_t now = os_now_ms();
   spin_lock(&sh->lock);
   claim(sh, i, n);
-  sp->cls = CLS_LARGE;
-  sp->fresh = 0; /* free runs: the dirty bits */
+  SPAN_SET(sp, cls, CLS_LARGE);
+  SPAN_SET(sp, fresh, 0); /* free runs: the dirty bits */
   sp->stamp = pages ? (uint32_t)now : UINT32_MAX;
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   if (pages) freed_mark(i, n);
@@ -654,7 +654,7 @@ bool run_resize(span_t *sp, size_t n) {
   if (ok) {
     span_set_nslots(sp, n);
     size_t bytes = (size_t)n << SLOT_SHIFT;
-    sp->bsize = (uint32_t)(bytes > UINT32_MAX ? UINT32_MAX : bytes);
+    SPAN_SET(sp, bsize, (uint32_t)(bytes > UINT32_MAX ? UINT32_MAX : bytes));
   }
   spin_unlock(&sh->lock);
   if (pages) pool_pages_arrived();
@@ -731,7 +731,7 @@ static span_t *slice(shard_t *sh, span_t *sp, size_t s, size_t len) {
     sp = p;
   }
   span_set_nslots(sp, b - a);
-  sp->bsize = 0;
+  SPAN_SET(sp, bsize, 0);
   sp->run_free = 0; /* out of the bins, as unlink_run leaves a run */
   head_set(a, a);
   head_set(b - 1, a);

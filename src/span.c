@@ -158,14 +158,14 @@ static uint32_t carve_first(const span_t *sp, bool warm);
 void span_init_class(span_t *sp, unsigned cls, heap_t *h, bool warm) {
   size_t bs = class_size(cls);
   sp->free = sp->spare = NULL;
-  sp->cls = (uint8_t)cls;
-  sp->bsize = (uint32_t)bs;
+  SPAN_SET(sp, cls, (uint8_t)cls);
+  SPAN_SET(sp, bsize, (uint32_t)bs);
   sp->magic = block_magic(bs);
   sp->start = span_start(sp) + cls_color[cls];
   sp->cap = (uint32_t)((span_bytes(sp) - cls_color[cls]) / bs);
   sp->carve_step = (uint16_t)carve_first(sp, warm);
   sp->prev = sp->next = NULL;
-  sp->fresh = 0;
+  SPAN_SET(sp, fresh, 0);
   used_set(sp, 0);
   atomic_store_explicit(&sp->check, 0, RLX);
   __atomic_store_n(&sp->carved, 0, __ATOMIC_RELAXED); /* heap_lend reads it */
@@ -205,7 +205,7 @@ void span_prefetch(const span_t *sp) {
 /* A stashed span back for its own class, its local lists whole: the blocks
  * stay where the frees linked them, nothing is carved again. */
 void span_rewarm(span_t *sp, heap_t *h) {
-  sp->bsize = (uint32_t)class_size(sp->cls);
+  SPAN_SET(sp, bsize, (uint32_t)class_size(sp->cls));
   sp->prev = sp->next = NULL;
   used_set(sp, 0);
   atomic_store_explicit(&sp->check, 0, RLX);
@@ -219,14 +219,14 @@ void span_rewarm(span_t *sp, heap_t *h) {
  * thread's free returns it straight to the pool. */
 void span_init_large(span_t *sp, size_t lobj, size_t size, heap_t *h) {
   sp->free = sp->spare = NULL;
-  sp->cls = CLS_LARGE;
+  SPAN_SET(sp, cls, CLS_LARGE);
   sp->start = span_start(sp); /* no colour: lobj counts from the first byte */
-  sp->bsize = (uint32_t)(span_bytes(sp) > UINT32_MAX ? UINT32_MAX : span_bytes(sp));
+  SPAN_SET(sp, bsize, (uint32_t)(span_bytes(sp) > UINT32_MAX ? UINT32_MAX : span_bytes(sp)));
   sp->magic = 0; /* never used: a large object is validated by its offset */
   sp->cap = 1;
   sp->lobj = (uint32_t)lobj;
-  sp->lsize = size;
-  sp->fresh = 0;
+  SPAN_SET(sp, lsize, size);
+  SPAN_SET(sp, fresh, 0);
   used_set(sp, 1);
   atomic_store_explicit(&sp->fused, 1, RLX);
   __atomic_store_n(&sp->carved, 1, __ATOMIC_RELAXED);

@@ -15,7 +15,7 @@
  * a heap's chunk), with its state and its blocks out net of remote frees
  * not yet collected. Reads race with the owners: the figures are a moment's
  * approximation, as the fast paths keep no counters for them. */
-typedef void (*span_fn)(span_t *sp, unsigned st, uint64_t used, void *ctx);
+typedef void (*span_fn)(span_t *sp, uintptr_t at, unsigned st, uint64_t used, void *ctx);
 static void walk_spans(span_fn fn, void *ctx) {
   size_t top = atomic_load_explicit(&rill_arena_top, RLX), bound = arena_bound_slots();
   if (top > bound) top = bound; /* slots being covered: their entries may not be mapped */
@@ -35,13 +35,14 @@ static void walk_spans(span_fn fn, void *ctx) {
       uint64_t pend = XF_COUNT(x);
       used = used > pend ? used - pend : 0;
     }
-    fn(sp, st, used, ctx);
+    fn(sp, rill_arena.base + (i << SLOT_SHIFT), st, used, ctx);
     uint32_t n = span_nslots(sp);
     i += n ? n : 1; /* a run split or merged meanwhile */
   }
 }
 
-static void sum_span(span_t *sp, unsigned st, uint64_t used, void *ctx) {
+static void sum_span(span_t *sp, uintptr_t at, unsigned st, uint64_t used, void *ctx) {
+  (void)at;
   struct rill_stats *s = ctx;
   size_t bytes = span_bytes(sp);
   if (st == ST_FREE) {
@@ -53,7 +54,8 @@ static void sum_span(span_t *sp, unsigned st, uint64_t used, void *ctx) {
     return;
   }
   s->bytes_committed += bytes;
-  s->bytes_in_use += sp->cls == CLS_LARGE ? sp->lsize : used * sp->bsize;
+  s->bytes_in_use +=
+      SPAN_GET(sp, cls) == CLS_LARGE ? SPAN_GET(sp, lsize) : used * SPAN_GET(sp, bsize);
   if (st == ST_FLOATING)
     s->spans_floating++;
   else if (st == ST_QUEUED || st == ST_LISTED)
@@ -99,24 +101,31 @@ static uint64_t resident_bytes(uintptr_t a, size_t n) {
 }
 
 /* Rows 0..NCLASSES-1 by class, row NCLASSES for large objects. */
-static void class_span(span_t *sp, unsigned st, uint64_t used, void *ctx) {
+static void class_span(span_t *sp, uintptr_t at, unsigned st, uint64_t used, void *ctx) {
   if (st == ST_FREE) return;
   struct rill_class_stats *rows = ctx;
-  unsigned c = __atomic_load_n(&sp->cls, __ATOMIC_RELAXED);
+  unsigned c = SPAN_GET(sp, cls);
   struct rill_class_stats *r = &rows[c < NCLASSES ? c : NCLASSES];
   size_t bytes = span_bytes(sp);
   r->spans++;
   r->bytes_committed += bytes;
-  r->bytes_resident += resident_bytes(span_start(sp), bytes);
+  r->bytes_resident += resident_bytes(at, bytes);
   if (c >= NCLASSES) {
     r->blocks_in_use++;
-    r->bytes_in_use += sp->lsize;
+    r->bytes_in_use += SPAN_GET(sp, lsize);
     return;
   }
-  uint32_t carved = __atomic_load_n(&sp->carved, __ATOMIC_RELAXED);
+  /* the row's block size, not the entry's `bsize`: a span formatted for
+   * another class while the walk reads it must not give a row whose bytes
+   * and blocks disagree, nor more blocks than its bytes hold (test/stress.c
+   * --stats-poll found both) */
+  size_t sz = class_size(c), cap = bytes / sz;
+  uint32_t carved = SPAN_GET(sp, carved);
+  if (used > cap) used = cap;
+  if (carved > cap) carved = (uint32_t)cap;
   r->blocks_in_use += used;
   r->blocks_free += carved > used ? carved - used : 0;
-  r->bytes_in_use += used * sp->bsize;
+  r->bytes_in_use += used * sz;
 }
 
 __attribute__((visibility("default"))) size_t rill_class_stats_get(struct rill_class_stats *out,

@@ -16,6 +16,7 @@
 #pragma weak free_sized
 #pragma weak free_aligned_sized
 #pragma weak rill_stats_get
+#pragma weak rill_class_stats_get
 #endif
 
 /* ---- parameters -------------------------------------------------------------------- */
@@ -36,8 +37,9 @@ static struct {
   uint64_t seed;
   int relay_chains; /* relay mode: chains of threads running at once */
   long relay_ms;    /* relay mode: how long the chains run */
+  int stats_poll;   /* a thread reads rill's statistics all through the run */
 } opt = {0,   {1, 2, 4, 8, 16, 32},          6,      300000, 4 * MiB, 10000, 32, 16, 2,
-         256, PTHREAD_DESTRUCTOR_ITERATIONS, 200000, 1,      8,       2000};
+         256, PTHREAD_DESTRUCTOR_ITERATIONS, 200000, 1,      8,       2000,  0};
 
 enum { M_RANDOM = 1, M_PRODCONS = 2, M_CHURN = 4, M_TLS = 8, M_FORK = 16, M_RELAY = 32 };
 #define M_ALL 63
@@ -895,13 +897,62 @@ static void mode_fork(void) {
 
 /* ---- main -------------------------------------------------------------------------- */
 
+/* ---- statistics read while the other modes run (--stats-poll 1) ------------------ */
+/* A server's health page reads the allocator's statistics while its workers allocate:
+ * the walks must neither crash nor race (TSan) nor give rows that contradict themselves. */
+static atomic_bool poll_stop;
+static long polls;
+
+static void check_rows(const struct rill_class_stats *r, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (r[i].bytes_resident > r[i].bytes_committed || r[i].bytes_in_use > r[i].bytes_committed ||
+        !r[i].spans)
+      FAIL("class row %zu (block size %" PRIu64 "): %" PRIu64 " spans, in use %" PRIu64
+           ", resident %" PRIu64 ", committed %" PRIu64,
+           i, r[i].block_size, r[i].spans, r[i].bytes_in_use, r[i].bytes_resident,
+           r[i].bytes_committed);
+    if (r[i].block_size && r[i].bytes_in_use != r[i].blocks_in_use * r[i].block_size)
+      FAIL("class row %zu: %" PRIu64 " bytes in use for %" PRIu64 " blocks of %" PRIu64, i,
+           r[i].bytes_in_use, r[i].blocks_in_use, r[i].block_size);
+    if (i && r[i].block_size && (!r[i - 1].block_size || r[i].block_size < r[i - 1].block_size))
+      FAIL("class rows out of order: %" PRIu64 " after %" PRIu64, r[i].block_size,
+           r[i - 1].block_size);
+  }
+}
+
+static void *stats_poller(void *unused) {
+  (void)unused;
+  struct rill_class_stats rows[96];
+  while (!atomic_load(&poll_stop)) {
+    struct rill_stats s;
+    rill_stats_get(&s);
+    size_t n = rill_class_stats_get(rows, 96);
+    if (n > 96) FAIL("rill_class_stats_get: %zu rows, more than there are classes", n);
+    check_rows(rows, n);
+#ifndef USE_RILL_API
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    if (!fp) DIE("open_memstream");
+    if (malloc_info(0, fp) != 0) FAIL("malloc_info failed while threads run");
+    fclose(fp);
+    if (!text || !strstr(text, "</malloc>")) FAIL("malloc_info wrote: %s", text ? text : "");
+    free(text);
+#endif
+    polls++;
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: stress [--mode random,prodcons,churn,relay,tls,fork|all] [--threads 1,2,4,...]\n"
           "              [--ops N] [--max-size BYTES] [--churn N] [--churn-par N]\n"
           "              [--forks N] [--fork-threads N] [--tls-threads N] [--tls-rounds N]\n"
           "              [--items N] [--relay-chains N] [--relay-ms N]\n"
-          "              [--seed N]\n");
+          "              [--seed N] [--stats-poll 0|1]\n");
   exit(2);
 }
 
@@ -979,6 +1030,8 @@ int main(int argc, char **argv) {
       opt.relay_ms = num_arg(v);
     else if (!strcmp(a, "--seed"))
       opt.seed = (uint64_t)num_arg(v);
+    else if (!strcmp(a, "--stats-poll"))
+      opt.stats_poll = num_arg(v) != 0;
     else
       usage();
   }
@@ -991,11 +1044,22 @@ int main(int argc, char **argv) {
     usage();
   }
   printf("stress (" T_API "names) seed %" PRIu64 "\n", opt.seed);
+  pthread_t poller;
+#ifndef USE_RILL_API
+  if (!rill_class_stats_get || !rill_stats_get) opt.stats_poll = 0; /* not rill */
+#endif
+  if (opt.stats_poll && pthread_create(&poller, NULL, stats_poller, NULL)) DIE("pthread_create");
   if (opt.modes & M_TLS) mode_tls(); /* first: its early key predates the first malloc */
   if (opt.modes & M_RANDOM) mode_random();
   if (opt.modes & M_PRODCONS) mode_prodcons();
   if (opt.modes & M_CHURN) mode_churn();
   if (opt.modes & M_RELAY) mode_relay();
   if (opt.modes & M_FORK) mode_fork();
+  if (opt.stats_poll) {
+    atomic_store(&poll_stop, true);
+    pthread_join(poller, NULL);
+    printf("  statistics read %ld times while the modes ran\n", polls);
+    if (!polls) FAIL("the statistics poller never ran");
+  }
   return t_finish("stress");
 }
