@@ -57,6 +57,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
   seed=$((RANDOM * 32768 + RANDOM))
   cmd="env $opts $DIR/$exe --mode $mode --threads $(pick 2,8,33 1,4,16 3,64) --ops 200000"
   cmd+=" --items 100000 --churn 2000 --forks 8 --relay-ms 1000 --seed $seed"
+  cmd+=" --stats-poll $(pick 0 0 0 1)" # one run in four: statistics read all through it
   if [ $((RANDOM % 6)) = 0 ]; then # one run in six: the arena spent under a limit
     limit=$(pick 805306368 1073741824 3221225472)
     mode=$(pick most race)
