@@ -190,7 +190,7 @@ typedef struct span {
 _Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shift indexes it)");
 
 /* Fields a span's formatting writes and the statistics walk reads with no
- * lock (cls, bsize, lsize): relaxed atomic stores, plain moves, so the walk's
+ * lock (cls, bsize, lsize, fresh): relaxed atomic stores, plain moves, so the walk's
  * relaxed loads do not race with them (stats.c; TSan, test/stress.c
  * --stats-poll). The owners' own reads stay plain. */
 #define SPAN_SET(sp, field, v) __atomic_store_n(&(sp)->field, (v), __ATOMIC_RELAXED)
