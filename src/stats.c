@@ -41,21 +41,32 @@ static void walk_spans(span_fn fn, void *ctx) {
   }
 }
 
+/* A live span's bytes in use, and (*used) its blocks out capped at what its
+ * bytes hold, counted at its class's size, not the entry's `bsize`: a span
+ * formatted anew while the walk reads it gives a stale figure, never one
+ * whose bytes and blocks disagree (test/stress.c --stats-poll found both).
+ * One definition for the totals and the class rows. */
+static uint64_t span_in_use(span_t *sp, unsigned c, size_t bytes, uint64_t *used) {
+  if (c >= NCLASSES) return SPAN_GET(sp, lsize); /* a large object */
+  size_t sz = class_size(c), cap = bytes / sz;
+  if (*used > cap) *used = cap;
+  return *used * sz;
+}
+
 static void sum_span(span_t *sp, uintptr_t at, unsigned st, uint64_t used, void *ctx) {
   (void)at;
   struct rill_stats *s = ctx;
   size_t bytes = span_bytes(sp);
   if (st == ST_FREE) {
     s->spans_free++;
-    if (__atomic_load_n(&sp->run, __ATOMIC_RELAXED)) /* a free run: its dirty slots */
+    if (SPAN_GET(sp, run)) /* a free run: its dirty slots */
       s->bytes_committed += run_dirty_bytes(sp);
-    else if (!__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED))
+    else if (!SPAN_GET(sp, fresh))
       s->bytes_committed += bytes;
     return;
   }
   s->bytes_committed += bytes;
-  s->bytes_in_use +=
-      SPAN_GET(sp, cls) == CLS_LARGE ? SPAN_GET(sp, lsize) : used * SPAN_GET(sp, bsize);
+  s->bytes_in_use += span_in_use(sp, SPAN_GET(sp, cls), bytes, &used);
   if (st == ST_FLOATING)
     s->spans_floating++;
   else if (st == ST_QUEUED || st == ST_LISTED)
@@ -110,22 +121,15 @@ static void class_span(span_t *sp, uintptr_t at, unsigned st, uint64_t used, voi
   r->spans++;
   r->bytes_committed += bytes;
   r->bytes_resident += resident_bytes(at, bytes);
+  r->bytes_in_use += span_in_use(sp, c, bytes, &used);
   if (c >= NCLASSES) {
     r->blocks_in_use++;
-    r->bytes_in_use += SPAN_GET(sp, lsize);
     return;
   }
-  /* the row's block size, not the entry's `bsize`: a span formatted for
-   * another class while the walk reads it must not give a row whose bytes
-   * and blocks disagree, nor more blocks than its bytes hold (test/stress.c
-   * --stats-poll found both) */
-  size_t sz = class_size(c), cap = bytes / sz;
-  uint32_t carved = SPAN_GET(sp, carved);
-  if (used > cap) used = cap;
-  if (carved > cap) carved = (uint32_t)cap;
+  uint64_t carved = SPAN_GET(sp, carved), cap = bytes / class_size(c);
+  if (carved > cap) carved = cap; /* stale, as in span_in_use */
   r->blocks_in_use += used;
   r->blocks_free += carved > used ? carved - used : 0;
-  r->bytes_in_use += used * sz;
 }
 
 __attribute__((visibility("default"))) size_t rill_class_stats_get(struct rill_class_stats *out,

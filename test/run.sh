@@ -242,8 +242,9 @@ for v in "${TSAN_BUILT[@]}"; do
     # destructors may only use the rounds before it.
     tsan_run tsan_tls 0 --mode tls --tls-threads 64 --tls-rounds $((TSAN_TLS_ROUNDS))
     tsan_run tsan_fork 0 --mode fork --forks $TS_FORKS --fork-threads 2
-    # a thread reads the statistics (rill_stats_get, rill_class_stats_get, malloc_info)
-    # while the others allocate: the walks' reads of span entries must be race-free
+    # a thread reads the statistics (rill_stats_get, rill_class_stats_get; this build calls
+    # the rill_ names, so not malloc_info) while the others allocate: the walks' reads of
+    # span entries must be race-free
     tsan_run tsan_stats_poll 0 --mode random,prodcons --threads 4 --ops $TS_OPS \
       --items $TS_ITEMS --stats-poll 1
   elif [ "$v" = 0w ]; then
