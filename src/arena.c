@@ -19,6 +19,7 @@ _Alignas(64) arena_t rill_arena;
 _Alignas(64) _Atomic size_t rill_arena_top;
 _Atomic size_t rill_grown;
 
+static _Atomic int cover_lock; /* arena_cover and arena_grow; huge_start */
 static bool arena_cover(size_t end);
 static bool arena_grow(size_t end);
 /* Slots reserved now (arena_grow raises it under a limit). */
@@ -218,13 +219,90 @@ unsigned os_cpu(unsigned n) {
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
+/* ---- huge pages (RILL_HUGEPAGES=1; Streamflow §3.2 superpages) ----------
+ * The arena is advised MADV_NOHUGEPAGE, whatever the kernel's mode ("always"
+ * would back a thread's first 16 KiB span with 2 MiB). With RILL_HUGEPAGES=1,
+ * once the program has taken HUGE_START bytes of the arena into use, the
+ * arena from its top up is advised MADV_HUGEPAGE in one call (huge_from), and
+ * any 2 MiB below that a later cut reaches (the rest of a runs shard's
+ * wilderness, reserved before) is advised as it is cut; a bit per 2 MiB
+ * records those. Going by address alone (the arena past its first 32 MiB,
+ * before 2026-11-30) let small programs balloon: eight threads that each
+ * held a 300 KB block had eight wildernesses 32 MiB apart, and each thread's
+ * blocks past the line filled huge pages, 16.5 MiB of blocks in 32 MiB.
+ * Purging and decommitting ask arena_huge whether a range may hold huge
+ * pages; a range never advised is purged page by page. */
+static _Atomic uint64_t *huge_bits; /* one bit per 2 MiB from huge_origin */
+static uintptr_t huge_origin;
+static _Atomic uintptr_t huge_from; /* advised from here up; 0 = not yet */
+
+static void huge_setup(uintptr_t base, size_t max) {
+  if (!rill_opt.hugepages) return;
+  huge_origin = base & ~(uintptr_t)(HUGE_PAGE - 1);
+  size_t regions = (base + max - huge_origin) / HUGE_PAGE + 1;
+  huge_bits = os_map((regions + 63) / 64 * sizeof(uint64_t));
+}
+
 /* Arena bytes [from, from + len) from base, as a new stretch: never in
- * transparent huge pages, except past HUGE_START with RILL_HUGEPAGES=1. */
+ * transparent huge pages, unless the program has grown (huge_from). */
 static void arena_advise(uintptr_t base, size_t from, size_t len) {
   sys_advise((void *)(base + from), len, MADV_NOHUGEPAGE);
-  size_t h = from > HUGE_START ? from : HUGE_START;
-  if (rill_opt.hugepages && from + len > h)
-    sys_advise((void *)(base + h), from + len - h, MADV_HUGEPAGE);
+  if (atomic_load_explicit(&huge_from, RLX)) sys_advise((void *)(base + from), len, MADV_HUGEPAGE);
+}
+
+/* Once: the arena from the 2 MiB that holds its top up, under cover_lock so
+ * that a stretch arena_grow adds meanwhile is advised too. */
+static void huge_start(void) {
+  spin_lock(&cover_lock);
+  if (!atomic_load_explicit(&huge_from, RLX)) {
+    uintptr_t top = rill_arena.base + (atomic_load_explicit(&rill_arena_top, RLX) << SLOT_SHIFT);
+    uintptr_t a = top & ~(uintptr_t)(HUGE_PAGE - 1), end = rill_arena.base + rill_arena.size;
+    if (a < rill_arena.base) a = rill_arena.base;
+    if (end > a) sys_advise((void *)a, end - a, MADV_HUGEPAGE);
+    atomic_store_explicit(&huge_from, a, RLX);
+  }
+  spin_unlock(&cover_lock);
+}
+
+/* Slots [first, first + slots) were cut: advises the 2 MiB regions they touch
+ * below huge_from that no one advised before, contiguous ones in one call.
+ * With RILL_COMMIT each such region is first made writable whole: a fault
+ * while part of it is still without access cannot take a huge page. */
+static void huge_advise(size_t first, size_t slots) {
+  if (!huge_bits || atomic_load_explicit(&rill_grown, RLX) << SLOT_SHIFT < HUGE_START) return;
+  if (!atomic_load_explicit(&huge_from, RLX)) huge_start();
+  uintptr_t lo = rill_arena.base + (first << SLOT_SHIFT), from = atomic_load(&huge_from);
+  size_t r = (lo - huge_origin) / HUGE_PAGE;
+  size_t end = (lo + (slots << SLOT_SHIFT) - 1 - huge_origin) / HUGE_PAGE;
+  size_t run = 0; /* regions this call took, ending at r - 1 */
+  for (; r <= end + 1; r++) {
+    uint64_t bit = (uint64_t)1 << (r % 64);
+    bool took = r <= end && !(atomic_load_explicit(&huge_bits[r / 64], RLX) & bit) &&
+                !(atomic_fetch_or_explicit(&huge_bits[r / 64], bit, RLX) & bit);
+    if (took) {
+      run++;
+      continue;
+    }
+    if (!run) continue;
+    uintptr_t a = huge_origin + (r - run) * HUGE_PAGE, b = a + run * HUGE_PAGE;
+    run = 0;
+    if (rill_opt.commit_demand) {
+      uintptr_t top = rill_arena.base + (arena_slots() << SLOT_SHIFT);
+      uintptr_t ca = a < rill_arena.base ? rill_arena.base : a, cb = b < top ? b : top;
+      if (cb > ca)
+        (void)arena_commit((ca - rill_arena.base) >> SLOT_SHIFT, (cb - ca) >> SLOT_SHIFT);
+    }
+    if (a < from) sys_advise((void *)a, (b < from ? b : from) - a, MADV_HUGEPAGE);
+  }
+}
+
+bool arena_huge(uintptr_t lo, uintptr_t hi) {
+  if (!huge_bits || hi <= lo) return false;
+  uintptr_t from = atomic_load_explicit(&huge_from, RLX);
+  if (from && hi > from) return true;
+  for (size_t r = (lo - huge_origin) / HUGE_PAGE; r <= (hi - 1 - huge_origin) / HUGE_PAGE; r++)
+    if (atomic_load_explicit(&huge_bits[r / 64], RLX) & ((uint64_t)1 << (r % 64))) return true;
+  return false;
 }
 
 /* Where an arena that may grow (arena_grow) asks to go: somewhere in
@@ -316,11 +394,11 @@ bool arena_init(size_t size, size_t max) {
     return false;
   }
   span_t **heads = (span_t **)(base - HEADS_GAP);
-  /* Small spans must not be inflated by transparent huge pages. With
-   * RILL_HUGEPAGES=1 (Streamflow §3.2 superpages) only the arena beyond
-   * its first HUGE_START bytes asks for them, so small programs, which
-   * never reach it, do not balloon. */
+  /* Small spans must not be inflated by transparent huge pages; with
+   * RILL_HUGEPAGES=1 a program asks for them once it has grown (huge_advise),
+   * so small programs do not balloon. */
   arena_advise(base, 0, size);
+  huge_setup(base, max);
   sys_advise(meta, meta_bytes, MADV_NOHUGEPAGE);
   sys_advise(heads, heads_bytes, MADV_NOHUGEPAGE);
   rill_arena.base = base;
@@ -374,7 +452,6 @@ void arena_release(void) {
  * published (release); a taker whose slots are already below the bound it
  * reads (acquire) sees them written, and writes its own entries after. */
 #define COVER_STEP ((size_t)4096 / sizeof(span_t *))
-static _Atomic int cover_lock;
 
 /* The tables usable (os_commit_grow) for slots up to `to`, doubling what
  * is usable (by 256 MiB of arena at most), so that covers rarely make system
@@ -472,9 +549,9 @@ bool arena_commit(size_t first, size_t n) {
  * never does). False if not done: that, or the kernel refused (the memory
  * map's limit), and the range is then as it was. */
 bool arena_decommit(size_t first, size_t n) {
-  if (rill_opt.hugepages && (first + n) << SLOT_SHIFT > HUGE_START) return false;
   uintptr_t p = rill_arena.base + (first << SLOT_SHIFT);
   size_t len = n << SLOT_SHIFT;
+  if (arena_huge(p, p + len)) return false;
   if (sys_map((void *)p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE) ==
       MAP_FAILED)
     return false;
@@ -630,6 +707,7 @@ bool arena_grown(size_t first, size_t slots) {
   if (!os_reserved_use((void *)(rill_arena.base + (first << SLOT_SHIFT)), slots << SLOT_SHIFT))
     return false;
   atomic_fetch_add_explicit(&rill_grown, slots, RLX);
+  huge_advise(first, slots);
   return true;
 }
 

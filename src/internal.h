@@ -38,7 +38,7 @@
 #define LARGE_MAX   (SLOT_SIZE << MAX_ORDER)
 #define MAX_STRIPES 64
 #define HUGE_PAGE   ((size_t)2 << 20)
-#define HUGE_START  ((size_t)32 << 20) /* RILL_HUGEPAGES: arena offset where THP begins */
+#define HUGE_START  ((size_t)32 << 20) /* RILL_HUGEPAGES: arena taken into use before THP */
 
 /* ---- size classes ------------------------------------------------------ */
 /* 8, then 16..128 step 16, then four classes per power of two up to 256 KiB,
@@ -304,7 +304,8 @@ extern _Atomic size_t rill_arena_top INTERNAL; /* slots handed out so far */
  * of them: runs reserve 32 MiB at a time). Counted where a chunk of small
  * spans or a run is cut, so rarely; read by purger_start_slow. */
 extern _Atomic size_t rill_grown INTERNAL;
-/* Slots first .. first + slots - 1 are cut for spans or runs: counted, and
+/* Slots first .. first + slots - 1 are cut for spans or runs: counted,
+ * advised into huge pages once the program has grown (RILL_HUGEPAGES=1), and
  * locked if mlockall asked for it (mlock.c). False if RLIMIT_MEMLOCK refused
  * the lock; the caller does not use them. */
 bool arena_grown(size_t first, size_t slots) INTERNAL;
@@ -379,6 +380,9 @@ void arena_untake(size_t first, size_t n) INTERNAL;
 bool arena_extend(size_t end, size_t n) INTERNAL;
 bool arena_commit(size_t first, size_t n) INTERNAL;
 bool arena_decommit(size_t first, size_t n) INTERNAL;
+/* Whether addresses [lo, hi) may hold huge pages: RILL_HUGEPAGES=1 advised
+ * a 2 MiB region they touch (arena_grown). Timed purges keep those whole. */
+bool arena_huge(uintptr_t lo, uintptr_t hi) INTERNAL;
 /* RILL_COMMIT: the fewest slots worth a decommit (512 KiB), for the pool's
  * stretches and the runs' alike: each can cost the memory map two mappings. */
 #define DECOMMIT_MIN 32

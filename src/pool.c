@@ -183,7 +183,7 @@ typedef struct batch {
  * retrying it, and rill_collect under mlockall never returned. */
 size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, uintptr_t *from, bool *refused) {
   uintptr_t ps = start, pe = end;
-  if (lazy && rill_opt.hugepages && end > rill_arena.base + HUGE_START) {
+  if (lazy && arena_huge(start, end)) {
     ps = (start + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
     pe = end & ~(uintptr_t)(HUGE_PAGE - 1);
   }
