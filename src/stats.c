@@ -96,18 +96,26 @@ __attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *ou
 }
 
 /* ---- class by class ----------------------------------------------------- */
-/* Pages of [a, a + n) in physical memory, by mincore in steps of 256 pages. */
+/* Pages of [a, a + n) in physical memory, by mincore in steps of 256 pages.
+ * Where mincore is refused (ENOSYS or EPERM from a sandbox's system call
+ * filter) the rest counts as resident: an upper bound, not 0, which would
+ * read as memory given back. The caller's errno is left as it was. */
 static uint64_t resident_bytes(uintptr_t a, size_t n) {
   size_t pg = rill_arena.page;
   unsigned char vec[256];
   uint64_t r = 0;
+  int saved = errno;
   for (uintptr_t end = a + n; a < end;) {
     size_t k = (end - a + pg - 1) / pg;
     if (k > sizeof vec) k = sizeof vec;
-    if (mincore((void *)a, k * pg, vec)) break; /* not mapped: count what was */
+    if (mincore((void *)a, k * pg, vec)) {
+      if (errno != ENOMEM) r += (end - a + pg - 1) / pg; /* ENOMEM: not mapped */
+      break;
+    }
     for (size_t j = 0; j < k; j++) r += vec[j] & 1;
     a += k * pg;
   }
+  errno = saved;
   return r * pg;
 }
 
