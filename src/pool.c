@@ -459,7 +459,8 @@ void pool_purge_stale(void) {
  * that has sat unused a sixty-fourth of the delay gives its pages back:
  * pooled empty spans first, the highest-addressed (the pool hands out the
  * lowest first, so those would wait longest), then free runs, the biggest
- * first, the last one cut to what is owed. A program that grows while
+ * first, the last one cut to what is owed (a run owes by its slots that
+ * hold pages, not its length). A program that grows while
  * memory it freed sits resident where the growth cannot use it (spans of
  * another size, pieces no run fits in) then holds its footprint level
  * instead of adding the two. python3 (bench/real/objects.py) frees a round's

@@ -781,7 +781,15 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left,
         size_t len = slicing ? SLICE : SIZE_MAX;
         if (budget && slicing && *budget - took < len) len = *budget - took; /* no more */
         if (work && end - s > len) sp = slice(sh, sp, s, len), sliced = true;
-        took += sp->nslots;
+        if (budget) { /* what it gives back, not its length: runs merged from
+                       * purged and resident pieces are mostly clean */
+          size_t j = span_index(sp), jend = j + sp->nslots;
+          for (size_t a = j, z;
+               dirty_range(&a, &z, jend, young_part ? AGED | UNADVISED : UNADVISED); a = z)
+            took += z - a;
+        } else {
+          took += sp->nslots;
+        }
         aged[nd] = young_part;
         due[nd++] = sp;
       }
