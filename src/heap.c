@@ -552,6 +552,13 @@ bool heap_stashed(void) {
   return false;
 }
 
+/* A span the stash may keep: a pool span, or a run cut to a pool order for
+ * a small class (pool_from_runs, spent_take), which pool_put hands back to
+ * the runs when it leaves the stash; not a big class's run. */
+static inline bool stashable(const span_t *sp) {
+  return !sp->run || span_nslots(sp) == 1u << sp->order;
+}
+
 /* Empty LISTED span, claimed (state FREE) by whoever saw its last block come
  * back: off the list, unless the owner already took it off, and to the
  * owner's stash when the owner's own free emptied it, else to the pool.
@@ -565,7 +572,7 @@ void heap_claimed(span_t *sp, bool whole) {
     spin_lock(&owner->lock);
     if (atomic_load_explicit(&sp->where, RLX) == AT_LISTED) list_unlink(owner, sp);
     dbg_event(sp, EV_CLAIM);
-    if (owner == rill_tls && sp->order < STASH_ORDERS && !sp->run) {
+    if (owner == rill_tls && sp->order < STASH_ORDERS && stashable(sp)) {
       sp->whole = whole; /* every carved block on its local lists */
       out = stash_push_locked(owner, sp);
     }
@@ -881,8 +888,9 @@ static span_t *shared_adopt(heap_t *h, unsigned cls) {
 /* The last resort, once the arena is spent (under an address-space limit,
  * or past 1 TiB), for a run of n slots or a small class's span of order o
  * (o < 0 for a run): any shard's free run or wilderness (small classes
- * take free runs only here: "Free runs do not serve small classes",
- * design.md), the pool's spans of order o,
+ * take free runs here whatever their pages or age: pool_from_runs takes
+ * only those that hold pages and are open to them), the pool's spans of
+ * order o,
  * then pooled spans with or without pages made into runs until they make n
  * or the pool is empty, then what purge passes in flight had out (twice at
  * most: a purger at a short delay is always in one). A small span cut from
@@ -896,13 +904,18 @@ static span_t *spent_take(heap_t *h, size_t n, int o) {
   }
 }
 
-/* A run of n slots: a free run, else one made of pooled spans that hold
- * pages (pool_spill), else never-used slots (run_get tries the free runs
- * again before it cuts the wilderness), else the last resort. */
+/* A run of n slots: a free run that holds pages, else one made of pooled
+ * spans that hold pages (pool_spill), else any free run, else never-used
+ * slots (run_get tries the free runs again before it cuts the wilderness),
+ * else the last resort. Resident memory of either kind comes before a free
+ * run the purge emptied: four threads that changed block size every phase
+ * (bench_phases) took runs the growth swap had given back, faulting them in
+ * again, while the last phase's spans sat resident in the pool. */
 static span_t *run_for(heap_t *h, size_t n, bool own) {
-  span_t *sp = run_get_free(n, h->id, own);
+  span_t *sp = run_get_warm(n, h->id, own);
+  if (!sp && pool_spill(n, h->id)) sp = run_get_warm(n, h->id, own);
+  if (!sp) sp = run_get_free(n, h->id, own);
   if (!sp) {
-    pool_spill(n, h->id);
     pool_purge_stale(); /* the wilderness next, maybe: growing */
     sp = run_get(n, h->id, own);
   }
@@ -963,7 +976,8 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
       stashed = sp != NULL;
       if (!sp) {
         pool_purge_stale(); /* growing */
-        sp = pool_fresh(o, &h->chunk);
+        sp = pool_from_runs(o, h->id);
+        if (!sp) sp = pool_fresh(o, &h->chunk);
         if (!sp) sp = spent_take(h, (size_t)1 << o, (int)o);
       }
     }
@@ -972,7 +986,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
      * memory as it faults in goes back (the growth swap, pool.c) */
     if (sp && sp->fresh) {
       purger_kick();
-      pool_grew((size_t)1 << o);
+      pool_grew_small((size_t)1 << o);
     }
     /* back for its own class with its lists whole: the frees linked every
      * block already, so nothing is formatted or carved again (threadtest

@@ -182,9 +182,14 @@ typedef struct span {
   uint32_t gone_first;       /* pooled, RILL_COMMIT: the stretch's first slot */
   uint8_t run_free;          /* the first slot of a free large run (runs.c) */
   uint8_t shard;             /* a run's first slot: its shard's mark (runs.c), 0 if none */
+  uint8_t warm;              /* a free run on its shard's `warm` list (runs.c) */
   uint32_t lender_gen;       /* on the orphanage: `lender`'s gen when it lent the span */
   struct heap *lender;       /* on the orphanage: the idle owner that lent it, else NULL
                               * (heap_take: only the lender's frees take it back) */
+  /* a free run that holds pages: its links on its shard's warm list, and
+   * pool_grown() when a block or span last came back into it (runs.c) */
+  struct span *warm_prev, *warm_next;
+  uint32_t warm_grown;
 } span_t;
 
 _Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shift indexes it)");
@@ -428,6 +433,7 @@ bool pool_init(void) INTERNAL;
 void pool_release(void) INTERNAL;
 span_t *pool_take(unsigned order) INTERNAL;
 span_t *pool_fresh(unsigned order, chunk_t *ck) INTERNAL;
+span_t *pool_from_runs(unsigned order, uint32_t home) INTERNAL;
 void pool_put(span_t *sp) INTERNAL;
 void pool_tick(uint64_t now) INTERNAL;
 void pool_pages_arrived(void) INTERNAL;
@@ -437,6 +443,9 @@ size_t pool_purge(void) INTERNAL;
 size_t pool_purge_timed(uint64_t now) INTERNAL;
 void pool_purge_stale(void) INTERNAL;
 void pool_grew(size_t slots) INTERNAL;
+void pool_grew_small(size_t slots) INTERNAL;
+uint32_t pool_swap_cutoff(void) INTERNAL;
+uint32_t pool_grown(void) INTERNAL;
 void pool_watch(bool on) INTERNAL;
 bool pool_waiting(void) INTERNAL;
 void pool_wait_pages(void) INTERNAL;
@@ -454,7 +463,9 @@ void run_zero(span_t *sp, char *p, size_t n) INTERNAL;
 #define RUN_SHARDS 8 /* free runs' locks and bins (runs.c) */
 span_t *run_get(size_t n, uint32_t home, bool own) INTERNAL;
 span_t *run_get_free(size_t n, uint32_t home, bool own) INTERNAL;
+span_t *run_get_warm(size_t n, uint32_t home, bool own) INTERNAL;
 span_t *run_get_last(size_t n, uint32_t home) INTERNAL;
+span_t *run_give(size_t n, uint32_t home, uint32_t cutoff) INTERNAL;
 void run_adopt(span_t *sp, uint32_t home) INTERNAL;
 size_t run_free_beside(size_t first, size_t end, uint32_t home) INTERNAL;
 size_t pool_spill(size_t want, uint32_t home) INTERNAL;

@@ -482,6 +482,19 @@ void pool_purge_stale(void) {
 #define SWAP_MIN 64 /* slots: 1 MiB */
 #define SWAP_AGE 64 /* of the purge delay: what was freed since is left alone */
 static _Atomic size_t swap_debt;
+static _Atomic uint32_t grown; /* slots faulted in for small spans, ever (mod 2^32) */
+uint32_t pool_grown(void) {
+  return atomic_load_explicit(&grown, RLX);
+}
+uint32_t pool_swap_cutoff(void) {
+  return (uint32_t)os_now_ms() - rill_opt.purge_delay / SWAP_AGE;
+}
+/* pool_grew for a small class's span: the count run_give weighs free runs
+ * against. */
+void pool_grew_small(size_t slots) {
+  atomic_fetch_add_explicit(&grown, (uint32_t)slots, RLX);
+  pool_grew(slots);
+}
 void pool_grew(size_t slots) {
   if (!slots) return;
   size_t d = atomic_fetch_add_explicit(&swap_debt, slots, RLX) + slots;
@@ -492,7 +505,7 @@ void pool_grew(size_t slots) {
     atomic_fetch_add_explicit(&swap_debt, d, RLX);
     return;
   }
-  uint32_t cutoff = (uint32_t)os_now_ms() - rill_opt.purge_delay / SWAP_AGE;
+  uint32_t cutoff = pool_swap_cutoff();
   size_t left, bytes = maps_purge(cutoff, true, d, &left), got = bytes >> SLOT_SHIFT;
   if (got < d) bytes += runs_purge_some(d - got, cutoff);
   spin_unlock(&purge_lock);
@@ -639,6 +652,34 @@ _Static_assert(POOL_ORDERS <= CHUNK_ORDER, "pool spans are cut from heap chunks"
 span_t *pool_fresh(unsigned order, chunk_t *ck) {
   span_t *sp = chunk_take(ck, order);
   pool_tick(os_now_ms());
+  return sp;
+}
+
+/* A small class's span of 2^order slots when the pool has none of the
+ * order: a run that holds pages (run_give), else one made of pooled spans
+ * of other orders that hold pages (pool_spill), else NULL and the caller
+ * faults in never-used memory. Memory freed by large objects or by other
+ * orders' spans otherwise served only its own kind until the growth swap
+ * gave it back, while the program faulted in as much again (design.md,
+ * "Freed memory serves the next kind of block"). The span is a run: it
+ * goes back to the runs when it empties (pool_put), and merges there. */
+static _Atomic uint32_t from_runs_missed = (uint32_t)-SWAP_MIN; /* pool_grown() at the last miss */
+span_t *pool_from_runs(unsigned order, uint32_t home) {
+  /* after a look that found nothing, the next waits for a MiB more of
+   * growth: what it looks for opens with growth or age, and knary (trees
+   * built from fresh spans, with young free runs about) looked in vain at
+   * every span, 5% of its time */
+  uint32_t g = pool_grown();
+  if (g - atomic_load_explicit(&from_runs_missed, RLX) < SWAP_MIN) return NULL;
+  size_t n = (size_t)1 << order;
+  uint32_t cutoff = pool_swap_cutoff();
+  span_t *sp = run_give(n, home, cutoff);
+  if (!sp && pool_spill(n, home)) sp = run_give(n, home, cutoff);
+  if (!sp) {
+    atomic_store_explicit(&from_runs_missed, g, RLX);
+    return NULL;
+  }
+  sp->order = (uint8_t)order; /* the stash files it by its order */
   return sp;
 }
 

@@ -1,8 +1,10 @@
 /* runs.c - the spans of large objects (Streamflow §3.1.2: a large object
  * gets page blocks of its own): runs of any number of slots, cut from free
- * runs (address-ordered first fit in size bins), split on allocation, merged
- * with free neighbours on release and resized in place by realloc. Free runs
- * keep their pages for the pool's purge delay (scalloc §3.3). */
+ * runs (those that hold pages first, then address-ordered first fit in size
+ * bins), split on allocation, merged with free neighbours on release and
+ * resized in place by realloc; small classes' spans too, when the pool has
+ * none (run_give). Free runs keep their pages for the pool's purge delay
+ * (scalloc §3.3). */
 #include <string.h>
 
 #include "internal.h"
@@ -58,6 +60,7 @@ typedef struct shard {
   size_t wild, wild_end;     /* never-used slots of the shard's last chunk (wild_take) */
   size_t wild_ready;         /* RILL_COMMIT: the wilderness is writable below this slot */
   span_t *bins[BINS];        /* free runs by size, each list in address order */
+  span_t *warm, *warm_tail;  /* the free runs that hold pages, last filed first */
 } __attribute__((aligned(64))) shard_t;
 static shard_t shards[RUN_SHARDS];
 
@@ -250,6 +253,9 @@ void run_zero(span_t *sp, char *p, size_t n) {
 }
 
 /* A free run has pages to give back: some slot resident, due at stamp. */
+/* A free run's warm_grown that keeps nothing from small spans (give_open). */
+#define WARM_OPEN 0x80000000u
+
 static inline bool has_pages(const span_t *sp) {
   return sp->stamp != UINT32_MAX;
 }
@@ -259,7 +265,29 @@ static inline void nonempty_set(shard_t *sh, uint64_t m) {
   atomic_store_explicit(&sh->nonempty, m, RLX);
 }
 
+/* The warm list: the free runs filed with pages, so that a request finds
+ * resident memory without walking the bins' purged runs (a phase program's
+ * bins held 24 purged runs for each one with pages). `warm` is read without
+ * the lock (run_give's guess), so it is stored atomically. */
+static void warm_unlink(shard_t *sh, span_t *sp) {
+  if (!sp->warm) return;
+  if (sp->warm_prev)
+    sp->warm_prev->warm_next = sp->warm_next;
+  else
+    __atomic_store_n(&sh->warm, sp->warm_next, __ATOMIC_RELAXED);
+  *(sp->warm_next ? &sp->warm_next->warm_prev : &sh->warm_tail) = sp->warm_prev;
+  sp->warm = 0;
+}
+static void warm_push(shard_t *sh, span_t *sp) {
+  sp->warm_prev = NULL;
+  sp->warm_next = sh->warm;
+  *(sh->warm ? &sh->warm->warm_prev : &sh->warm_tail) = sp;
+  __atomic_store_n(&sh->warm, sp, __ATOMIC_RELAXED);
+  sp->warm = 1;
+}
+
 static void unlink_run(shard_t *sh, span_t *sp) {
+  warm_unlink(sh, sp);
   unsigned b = bin_of(sp->nslots);
   if (sp->prev)
     sp->prev->next = sp->next;
@@ -286,6 +314,7 @@ static void insert_run(shard_t *sh, span_t *sp) {
   *at = sp;
   nonempty_set(sh, atomic_load_explicit(&sh->nonempty, RLX) | (uint64_t)1 << b);
   sp->run_free = 1;
+  if (has_pages(sp)) warm_push(sh, sp);
 }
 
 /* Marks sp (slots i .. i + n - 1) a free run and files it; the caller has
@@ -302,6 +331,7 @@ static void file_run(shard_t *sh, span_t *sp, size_t n) {
 /* Folds b's memory state into a's: purge when the younger of two resident
  * parts is due (the dirty bits say which slots those are). */
 static void merge_state(span_t *a, const span_t *b) {
+  if ((int32_t)(b->warm_grown - a->warm_grown) > 0) a->warm_grown = b->warm_grown;
   if (has_pages(a) && has_pages(b))
     a->stamp = (int32_t)(b->stamp - a->stamp) > 0 ? b->stamp : a->stamp;
   else if (has_pages(b))
@@ -350,12 +380,15 @@ static span_t *free_head(uint8_t mark, size_t i, uint32_t stamp) {
   __atomic_store_n(&t->shard, mark, __ATOMIC_RELAXED);
   __atomic_store_n(&t->run, 1, __ATOMIC_RELAXED); /* rill_stats_get reads it */
   atomic_store_explicit(&t->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
+  t->warm = 0; /* filed by the caller */
   return t;
 }
 
 /* The free run starting `at` slots into sp's run (a split's rest). */
 static span_t *cut(const span_t *sp, size_t at, uint32_t stamp) {
-  return free_head(shard_mark(sp), span_index(sp) + at, stamp);
+  span_t *t = free_head(shard_mark(sp), span_index(sp) + at, stamp);
+  t->warm_grown = sp->warm_grown;
+  return t;
 }
 
 /* Slots for `bytes`: whole pages on kernels with pages over 16 KiB. */
@@ -404,6 +437,23 @@ static span_t *fit(shard_t *sh, size_t n, unsigned b) {
   claim(sh, i, n);
   SPAN_SET(sp, fresh, dirty_scan(i, i + n, true) == i + n);
   return sp;
+}
+
+/* Under sh's lock: the smallest free run of at least n slots among the
+ * first LOOK on the warm list (those that hold pages), split to n; NULL if
+ * none. */
+static span_t *fit_warm(shard_t *sh, size_t n) {
+  span_t *best = NULL;
+  unsigned looks = 0;
+  for (span_t *sp = sh->warm; sp && looks < LOOK; sp = sp->warm_next, looks++)
+    if (sp->nslots >= n && (!best || sp->nslots < best->nslots)) best = sp;
+  if (!best || !run_recommit(span_index(best), n)) return NULL;
+  unlink_run(sh, best);
+  size_t i = span_index(best), m = best->nslots;
+  if (m > n) file_run(sh, cut(best, n, best->stamp), m - n);
+  claim(sh, i, n);
+  SPAN_SET(best, fresh, dirty_scan(i, i + n, true) == i + n);
+  return best;
 }
 
 /* Fresh slots come to a shard in chunks of this many (32 MiB), kept apart
@@ -503,11 +553,11 @@ static bool may_fit(const shard_t *sh, unsigned b) {
  * to that shard when freed, so the thread's next buffer was cut there again,
  * between the other thread's runs, and moved at step after step (realloc at
  * two threads: in one run of four, 4-40x the time and 2-8x the peak RSS). */
-static span_t *run_take(size_t n, uint32_t home, bool own, bool wild) {
+static span_t *run_take(size_t n, uint32_t home, bool own, bool wild, bool warm) {
   unsigned b = bin_of(n);
   shard_t *sh = &shards[home % RUN_SHARDS];
   spin_lock(&sh->lock);
-  span_t *sp = fit(sh, n, b);
+  span_t *sp = warm ? fit_warm(sh, n) : fit(sh, n, b);
   bool others = false;
   for (unsigned k = 1; !sp && !own && !others && k < RUN_SHARDS; k++)
     others = may_fit(&shards[(home + k) % RUN_SHARDS], b);
@@ -515,9 +565,9 @@ static span_t *run_take(size_t n, uint32_t home, bool own, bool wild) {
     spin_unlock(&sh->lock);
     for (unsigned k = 1; !sp && k < RUN_SHARDS; k++) {
       shard_t *o = &shards[(home + k) % RUN_SHARDS];
-      if (!may_fit(o, b)) continue;
+      if (!may_fit(o, b) || (warm && !__atomic_load_n(&o->warm, __ATOMIC_RELAXED))) continue;
       spin_lock(&o->lock);
-      sp = fit(o, n, b);
+      sp = warm ? fit_warm(o, n) : fit(o, n, b);
       spin_unlock(&o->lock);
     }
     spin_lock(&sh->lock);
@@ -535,12 +585,17 @@ static span_t *run_take(size_t n, uint32_t home, bool own, bool wild) {
 }
 
 span_t *run_get(size_t n, uint32_t home, bool own) {
-  return run_take(n, home, own, true);
+  return run_take(n, home, own, true, false);
+}
+
+/* A free run that holds pages only (the warm list). */
+span_t *run_get_warm(size_t n, uint32_t home, bool own) {
+  return run_take(n, home, own, false, true);
 }
 
 /* A free run only, never the wilderness (run_get otherwise). */
 span_t *run_get_free(size_t n, uint32_t home, bool own) {
-  return run_take(n, home, own, false);
+  return run_take(n, home, own, false, false);
 }
 
 /* The arena is used up (under an address-space limit): a free run of any
@@ -549,7 +604,7 @@ span_t *run_get_free(size_t n, uint32_t home, bool own) {
  * are cut from, so with the arena spent small classes failed with ENOMEM
  * while up to RUN_SHARDS chunks sat unused. */
 span_t *run_get_last(size_t n, uint32_t home) {
-  span_t *sp = run_take(n, home, false, false);
+  span_t *sp = run_take(n, home, false, false, false);
   for (unsigned k = 0; !sp && k < RUN_SHARDS; k++) {
     shard_t *sh = &shards[(home + k) % RUN_SHARDS];
     spin_lock(&sh->lock);
@@ -577,6 +632,7 @@ void run_adopt(span_t *sp, uint32_t home) {
   SPAN_SET(sp, cls, CLS_LARGE);
   SPAN_SET(sp, fresh, 0); /* free runs: the dirty bits */
   sp->stamp = pages ? (uint32_t)now : UINT32_MAX;
+  sp->warm_grown = pool_grown() - WARM_OPEN;
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   if (pages) freed_mark(i, n);
   release(sh, sp);
@@ -607,6 +663,7 @@ void run_put(span_t *sp) {
   uint64_t now = os_now_ms();
   shard_t *sh = shard_of(sp);
   sp->stamp = (uint32_t)now;
+  sp->warm_grown = pool_grown();
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   spin_lock(&sh->lock);
   freed_mark(span_index(sp), sp->nslots); /* its object or blocks wrote it */
@@ -735,6 +792,64 @@ static span_t *slice(shard_t *sh, span_t *sp, size_t s, size_t len) {
   sp->run_free = 0; /* out of the bins, as unlink_run leaves a run */
   head_set(a, a);
   head_set(b - 1, a);
+  return sp;
+}
+
+/* Whether a small class may have slots of free run sp now (run_give). A
+ * run freed since `cutoff` (the growth swap's age) is kept for the large
+ * blocks and big classes' spans that left it until the program has faulted
+ * in, for small classes' spans, a quarter of the run's length since
+ * (pool_grew_small): a thread that freed an 8 MiB buffer and took one small
+ * span before the next buffer had the buffer's run cut, and faulted all 8
+ * MiB in elsewhere (test_runs --shards); a buffer grown by realloc round
+ * after round started each round a span further on, and moved to a mapping
+ * of its own at the top (bench_realloc -b 1: 92x the time). A program that
+ * goes on growing in small blocks while such a run sits resident should use
+ * it instead, as a renter buys once the rent paid is a fair part of the
+ * price. Runs made of pooled spans (run_adopt) and runs older than the
+ * swap's age are open at once. */
+static bool give_open(const span_t *sp, uint32_t cutoff) {
+  return (int32_t)(sp->stamp - cutoff) <= 0 || pool_grown() - sp->warm_grown >= sp->nslots / 4;
+}
+
+/* Under sh's lock: a run of n slots that hold pages for a small class's
+ * span, cut from the smallest of the first LOOK runs on the warm list (the
+ * least lately filed first) that is open to it (give_open) and has n such
+ * slots in a row, so that big free runs stay whole for the large blocks
+ * that want them; NULL if none has. */
+static span_t *give_warm(shard_t *sh, size_t n, uint32_t cutoff) {
+  unsigned looks = 0;
+  span_t *best = NULL;
+  size_t at = 0;
+  for (span_t *sp = sh->warm_tail; sp && looks < LOOK; sp = sp->warm_prev, looks++) {
+    if (sp->nslots < n || (best && sp->nslots >= best->nslots) || !give_open(sp, cutoff)) continue;
+    size_t s = span_index(sp), end = s + sp->nslots, e;
+    while (dirty_range(&s, &e, end, UNADVISED) && e - s < n) s = e;
+    if (s >= end || e - s < n) continue;
+    best = sp, at = s;
+    if (sp->nslots == n) break;
+  }
+  if (!best) return NULL;
+  unlink_run(sh, best);
+  span_t *sp = slice(sh, best, at, n);
+  claim(sh, at, n);
+  SPAN_SET(sp, fresh, 0);
+  return sp;
+}
+
+/* For a small class's span (pool_from_runs): a run of n slots that hold
+ * pages, home's shard first, `cutoff` the growth swap's age; NULL if no
+ * shard has one open to it. */
+span_t *run_give(size_t n, uint32_t home, uint32_t cutoff) {
+  span_t *sp = NULL;
+  for (unsigned k = 0; !sp && k < RUN_SHARDS; k++) {
+    shard_t *sh = &shards[(home + k) % RUN_SHARDS];
+    if (!__atomic_load_n(&sh->warm, __ATOMIC_RELAXED)) continue;
+    spin_lock(&sh->lock);
+    sp = give_warm(sh, n, cutoff);
+    spin_unlock(&sh->lock);
+  }
+  if (sp) pool_tick(os_now_ms());
   return sp;
 }
 

@@ -19,6 +19,9 @@
  * the request, and leave the others to the small classes; with --swap, that
  * a program growing where memory it just freed cannot serve it gives as much
  * of that memory back;
+ * with --give, that memory freed by blocks of one size serves blocks of
+ * another, spans of any order cut from free runs and from pooled spans of
+ * other orders, before never-used memory;
  * with --stale, that a program taking never-used memory first gives back
  * the free runs unused an eighth of the delay, not those freed just now; with --slices, that a
  * free run of 512 MiB stays within reach while the purger thread gives it back.
@@ -669,6 +672,63 @@ static void growth_gives_back(void) {
   T_free(c);
 }
 
+/* Writes n blocks of sz bytes into v, frees those of `old` first (n_old
+ * blocks), and returns the minor faults that writing them took. */
+static long refill(char **v, size_t n, size_t sz, size_t n_old, char c) {
+  for (size_t i = 0; i < n_old; i++) T_free(v[i]);
+  long f0 = minor_faults();
+  for (size_t i = 0; i < n; i++) touch(v[i] = xmalloc(sz), sz, c);
+  return minor_faults() - f0;
+}
+
+/* --give, in a process of its own, with a long purge delay: memory freed by
+ * one kind of block serves the next kind, from resident pages, whatever the
+ * spans (pool_from_runs, run_for). Each time 32 MiB of blocks are written,
+ * freed, and 32 MiB of another size written; the second must fault in under
+ * a quarter of its pages (8,192 if all were fresh):
+ *   - one block of 32 MiB less a slot (a run), then 64 B blocks: a large
+ *     block's young free run is kept whole until the program has faulted in
+ *     a quarter of it, so under half here;
+ *   - 20 KB blocks (a class in runs), then 100 B blocks (16 KiB pool spans),
+ *     cut from the free runs the first left;
+ *   - 48 B blocks (32 KiB spans), then 3,000 B blocks (128 KiB spans), from
+ *     the first's pooled spans made runs.
+ * The library before faulted every page of the second size in afresh, while
+ * the first's sat resident until the growth swap gave them back. */
+static void freed_memory_serves_other_sizes(void) {
+  enum { N = 32 * 1024 * 1024 / 48 };
+  char **v = (char **)xmalloc(N * sizeof *v);
+  memset(v, 0, N * sizeof *v); /* its pages are not what is counted */
+  long all = 32 * MiB / 4096;
+  size_t n20 = 32 * MiB / 20000, n100 = 32 * MiB / 100, n48 = 32 * MiB / 48;
+  size_t n3k = 32 * MiB / 3000, n64 = 32 * MiB / 64;
+  char *big = xmalloc(32 * MiB - 16 * KiB);
+  touch(big, 32 * MiB - 16 * KiB, 5);
+  T_free(big);
+  long f3 = refill(v, n64, 64, 0, 6);
+  refill(v, n20, 20000, n64, 1);
+  long f1 = refill(v, n100, 100, n20, 2);
+  refill(v, n48, 48, n100, 3);
+  long f2 = refill(v, n3k, 3000, n48, 4);
+  printf("  %-38s %ld / %ld / %ld minor faults for 32 MiB of 64 B blocks after one large "
+         "block, 100 B after 20 KB, 3,000 B after 48 B (%ld if fresh)\n",
+         "freed memory serves other sizes", f3, f1, f2, all);
+  CHECK(f1 < all / 4,
+        "%ld minor faults for 32 MiB of 100 B blocks after 32 MiB of 20 KB blocks were freed: "
+        "the free runs did not serve the small class",
+        f1);
+  CHECK(f2 < all / 4,
+        "%ld minor faults for 32 MiB of 3,000 B blocks after 32 MiB of 48 B blocks were freed: "
+        "the pooled spans did not serve the other order",
+        f2);
+  CHECK(f3 < all / 2,
+        "%ld minor faults for 32 MiB of 64 B blocks after a 32 MiB block was freed: its run "
+        "did not serve them once a quarter of it had been faulted in",
+        f3);
+  for (size_t i = 0; i < n3k; i++) T_free(v[i]);
+  T_free(v);
+}
+
 /* Whether every page of p .. p + n holds v where touch wrote it. */
 static bool pages_hold(const char *p, size_t n, char v) {
   bool ok = p[n - 1] == v;
@@ -801,6 +861,10 @@ int main(int argc, char **argv) {
     moved_blocks_stay_home();
     growing_blocks_become_runs();
     return t_finish("test_runs --shards");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--give")) {
+    freed_memory_serves_other_sizes();
+    return t_finish("test_runs --give");
   }
   if (argc > 1 && !strcmp(argv[1], "--tails")) {
     class_tails();
