@@ -256,6 +256,13 @@ void run_zero(span_t *sp, char *p, size_t n) {
 /* A free run's warm_grown that keeps nothing from small spans (give_open). */
 #define WARM_OPEN 0x80000000u
 
+/* `stamp` is read without a lock by pool_spill's guess at a pooled span
+ * (pooled_resident), which may find the span made a run meanwhile: relaxed
+ * atomic stores (plain moves). */
+static inline void stamp_set(span_t *sp, uint32_t v) {
+  __atomic_store_n(&sp->stamp, v, __ATOMIC_RELAXED);
+}
+
 static inline bool has_pages(const span_t *sp) {
   return sp->stamp != UINT32_MAX;
 }
@@ -333,11 +340,11 @@ static void file_run(shard_t *sh, span_t *sp, size_t n) {
 static void merge_state(span_t *a, const span_t *b) {
   if ((int32_t)(b->warm_grown - a->warm_grown) > 0) a->warm_grown = b->warm_grown;
   if (has_pages(a) && has_pages(b))
-    a->stamp = (int32_t)(b->stamp - a->stamp) > 0 ? b->stamp : a->stamp;
+    stamp_set(a, (int32_t)(b->stamp - a->stamp) > 0 ? b->stamp : a->stamp);
   else if (has_pages(b))
-    a->stamp = b->stamp;
+    stamp_set(a, b->stamp);
   else if (!has_pages(a))
-    a->stamp = UINT32_MAX;
+    stamp_set(a, UINT32_MAX);
 }
 
 /* Files a run of shard sh that no longer holds an object, merged with free
@@ -374,7 +381,7 @@ static span_t *free_head(uint8_t mark, size_t i, uint32_t stamp) {
   span_t *t = span_of_index(i);
   t->start = rill_arena.base + (i << SLOT_SHIFT);
   SPAN_SET(t, fresh, 0); /* free runs: the dirty bits */
-  t->stamp = stamp;
+  stamp_set(t, stamp);
   SPAN_SET(t, cls, CLS_LARGE);
   t->order = 0;
   __atomic_store_n(&t->shard, mark, __ATOMIC_RELAXED);
@@ -631,7 +638,7 @@ void run_adopt(span_t *sp, uint32_t home) {
   claim(sh, i, n);
   SPAN_SET(sp, cls, CLS_LARGE);
   SPAN_SET(sp, fresh, 0); /* free runs: the dirty bits */
-  sp->stamp = pages ? (uint32_t)now : UINT32_MAX;
+  stamp_set(sp, pages ? (uint32_t)now : UINT32_MAX);
   sp->warm_grown = pool_grown() - WARM_OPEN;
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   if (pages) freed_mark(i, n);
@@ -662,7 +669,7 @@ size_t run_free_beside(size_t first, size_t end, uint32_t home) {
 void run_put(span_t *sp) {
   uint64_t now = os_now_ms();
   shard_t *sh = shard_of(sp);
-  sp->stamp = (uint32_t)now;
+  stamp_set(sp, (uint32_t)now);
   sp->warm_grown = pool_grown();
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   spin_lock(&sh->lock);
@@ -943,7 +950,7 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left,
       }
       /* young slots stay */
       if (aged[k]) all = all && scan(dirty, i, end, true, UNADVISED) == end;
-      if (all) sp->stamp = UINT32_MAX;
+      if (all) stamp_set(sp, UINT32_MAX);
       if (all && rill_opt.commit_demand) run_decommit(sp);
     }
     spin_lock(&sh->lock);
