@@ -47,7 +47,10 @@ static void walk_spans(span_fn fn, void *ctx) {
  * whose bytes and blocks disagree (test/stress.c --stats-poll found both).
  * One definition for the totals and the class rows. */
 static uint64_t span_in_use(span_t *sp, unsigned c, size_t bytes, uint64_t *used) {
-  if (c >= NCLASSES) return SPAN_GET(sp, lsize); /* a large object */
+  if (c >= NCLASSES) { /* a large object; realloc shrinks its run before its size */
+    uint64_t l = SPAN_GET(sp, lsize);
+    return l < bytes ? l : bytes;
+  }
   size_t sz = class_size(c), cap = bytes / sz;
   if (*used > cap) *used = cap;
   return *used * sz;
