@@ -33,7 +33,8 @@ PASSED=0
 FAILED=0
 FAILED_NAMES=()
 
-say() { printf '\n=== %s\n' "$*"; }
+START=$SECONDS
+say() { printf '\n=== %s  (%d s in)\n' "$*" $((SECONDS - START)); }
 pass() {
   PASSED=$((PASSED + 1))
   printf '  PASS  %s\n' "$1"
