@@ -427,6 +427,19 @@ static bool run_recommit(size_t i, size_t n) {
   return true;
 }
 
+/* Under sh's lock: free run sp (NULL: none) out of the bins, its first n
+ * slots claimed and the rest filed free again; NULL if sp is NULL or its
+ * slots could not be made writable. */
+static span_t *split_take(shard_t *sh, span_t *sp, size_t n) {
+  if (!sp || !run_recommit(span_index(sp), n)) return NULL;
+  unlink_run(sh, sp);
+  size_t i = span_index(sp), m = sp->nslots;
+  if (m > n) file_run(sh, cut(sp, n, sp->stamp), m - n); /* the rest stays free */
+  claim(sh, i, n);
+  SPAN_SET(sp, fresh, dirty_scan(i, i + n, true) == i + n);
+  return sp;
+}
+
 /* Under sh's lock: the lowest-addressed free run of at least n slots in the
  * smallest of sh's bins from b on that has one, split to n; NULL if none. */
 static span_t *fit(shard_t *sh, size_t n, unsigned b) {
@@ -437,13 +450,7 @@ static span_t *fit(shard_t *sh, size_t n, unsigned b) {
         b + 1 < BINS ? atomic_load_explicit(&sh->nonempty, RLX) & (~(uint64_t)0 << (b + 1)) : 0;
     if (up) sp = sh->bins[__builtin_ctzll(up)];
   }
-  if (!sp || !run_recommit(span_index(sp), n)) return NULL;
-  unlink_run(sh, sp);
-  size_t i = span_index(sp), m = sp->nslots;
-  if (m > n) file_run(sh, cut(sp, n, sp->stamp), m - n); /* the rest stays free */
-  claim(sh, i, n);
-  SPAN_SET(sp, fresh, dirty_scan(i, i + n, true) == i + n);
-  return sp;
+  return split_take(sh, sp, n);
 }
 
 /* Under sh's lock: the smallest free run of at least n slots among the
@@ -454,13 +461,7 @@ static span_t *fit_warm(shard_t *sh, size_t n) {
   unsigned looks = 0;
   for (span_t *sp = sh->warm; sp && looks < LOOK; sp = sp->warm_next, looks++)
     if (sp->nslots >= n && (!best || sp->nslots < best->nslots)) best = sp;
-  if (!best || !run_recommit(span_index(best), n)) return NULL;
-  unlink_run(sh, best);
-  size_t i = span_index(best), m = best->nslots;
-  if (m > n) file_run(sh, cut(best, n, best->stamp), m - n);
-  claim(sh, i, n);
-  SPAN_SET(best, fresh, dirty_scan(i, i + n, true) == i + n);
-  return best;
+  return split_take(sh, best, n);
 }
 
 /* Fresh slots come to a shard in chunks of this many (32 MiB), kept apart
