@@ -187,9 +187,10 @@ typedef struct span {
   struct heap *lender;       /* on the orphanage: the idle owner that lent it, else NULL
                               * (heap_take: only the lender's frees take it back) */
   /* a free run that holds pages: its links on its shard's warm list, and
-   * pool_grown() when a block or span last came back into it (runs.c) */
+   * the pool_grown() mark from which small spans may be cut from it (runs.c,
+   * give_open) */
   struct span *warm_prev, *warm_next;
-  uint32_t warm_grown;
+  uint32_t warm_opens;
 } span_t;
 
 _Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shift indexes it)");

@@ -253,8 +253,6 @@ void run_zero(span_t *sp, char *p, size_t n) {
 }
 
 /* A free run has pages to give back: some slot resident, due at stamp. */
-/* A free run's warm_grown that keeps nothing from small spans (give_open). */
-#define WARM_OPEN 0x80000000u
 
 /* `stamp` is read without a lock by pool_spill's guess at a pooled span
  * (pooled_resident), which may find the span made a run meanwhile: relaxed
@@ -336,9 +334,10 @@ static void file_run(shard_t *sh, span_t *sp, size_t n) {
 }
 
 /* Folds b's memory state into a's: purge when the younger of two resident
- * parts is due (the dirty bits say which slots those are). */
+ * parts is due (the dirty bits say which slots those are), open to small
+ * spans when the later of the two would be (give_open). */
 static void merge_state(span_t *a, const span_t *b) {
-  if ((int32_t)(b->warm_grown - a->warm_grown) > 0) a->warm_grown = b->warm_grown;
+  if ((int32_t)(b->warm_opens - a->warm_opens) > 0) a->warm_opens = b->warm_opens;
   if (has_pages(a) && has_pages(b))
     stamp_set(a, (int32_t)(b->stamp - a->stamp) > 0 ? b->stamp : a->stamp);
   else if (has_pages(b))
@@ -394,7 +393,7 @@ static span_t *free_head(uint8_t mark, size_t i, uint32_t stamp) {
 /* The free run starting `at` slots into sp's run (a split's rest). */
 static span_t *cut(const span_t *sp, size_t at, uint32_t stamp) {
   span_t *t = free_head(shard_mark(sp), span_index(sp) + at, stamp);
-  t->warm_grown = sp->warm_grown;
+  t->warm_opens = sp->warm_opens;
   return t;
 }
 
@@ -640,7 +639,7 @@ void run_adopt(span_t *sp, uint32_t home) {
   SPAN_SET(sp, cls, CLS_LARGE);
   SPAN_SET(sp, fresh, 0); /* free runs: the dirty bits */
   stamp_set(sp, pages ? (uint32_t)now : UINT32_MAX);
-  sp->warm_grown = pool_grown() - WARM_OPEN;
+  sp->warm_opens = pool_grown(); /* open at once */
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   if (pages) freed_mark(i, n);
   release(sh, sp);
@@ -671,7 +670,7 @@ void run_put(span_t *sp) {
   uint64_t now = os_now_ms();
   shard_t *sh = shard_of(sp);
   stamp_set(sp, (uint32_t)now);
-  sp->warm_grown = pool_grown();
+  sp->warm_opens = pool_grown() + (uint32_t)(sp->nslots / 4); /* give_open */
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   spin_lock(&sh->lock);
   freed_mark(span_index(sp), sp->nslots); /* its object or blocks wrote it */
@@ -806,18 +805,22 @@ static span_t *slice(shard_t *sh, span_t *sp, size_t s, size_t len) {
 /* Whether a small class may have slots of free run sp now (run_give). A
  * run freed since `cutoff` (the growth swap's age) is kept for the large
  * blocks and big classes' spans that left it until the program has faulted
- * in, for small classes' spans, a quarter of the run's length since
- * (pool_grew_small): a thread that freed an 8 MiB buffer and took one small
- * span before the next buffer had the buffer's run cut, and faulted all 8
- * MiB in elsewhere (test_runs --shards); a buffer grown by realloc round
- * after round started each round a span further on, and moved to a mapping
- * of its own at the top (bench_realloc -b 1: 92x the time). A program that
- * goes on growing in small blocks while such a run sits resident should use
- * it instead, as a renter buys once the rent paid is a fair part of the
- * price. Runs made of pooled spans (run_adopt) and runs older than the
- * swap's age are open at once. */
+ * in, for small classes' spans, a quarter of the freed run's length since
+ * (pool_grew_small; run_put sets warm_opens): a thread that freed an 8 MiB
+ * buffer and took one small span before the next buffer had the buffer's
+ * run cut, and faulted all 8 MiB in elsewhere (test_runs --shards); a
+ * buffer grown by realloc round after round started each round a span
+ * further on, and moved to a mapping of its own at the top (bench_realloc
+ * -b 1: 92x the time). A program that goes on growing in small blocks while
+ * such a run sits resident should use it instead, as a renter buys once the
+ * rent paid is a fair part of the price. Runs made of pooled spans
+ * (run_adopt) and runs older than the swap's age are open at once. A merged
+ * run opens when its last piece would: the young piece keeps itself whole,
+ * not the old run it joined (merge_state). Counted by the merged length, a
+ * 512 KiB block freed beside 24 MiB of open run closed all of it until 6
+ * MiB more had been faulted in (test_runs --opens). */
 static bool give_open(const span_t *sp, uint32_t cutoff) {
-  return (int32_t)(sp->stamp - cutoff) <= 0 || pool_grown() - sp->warm_grown >= sp->nslots / 4;
+  return (int32_t)(sp->stamp - cutoff) <= 0 || (int32_t)(pool_grown() - sp->warm_opens) >= 0;
 }
 
 /* Under sh's lock: a run of n slots that hold pages for a small class's

@@ -21,7 +21,9 @@
  * of that memory back;
  * with --give, that memory freed by blocks of one size serves blocks of
  * another, spans of any order cut from free runs and from pooled spans of
- * other orders, before never-used memory;
+ * other orders, before never-used memory; with --opens, that a young free
+ * run kept whole for the block that left it keeps only itself, not the old
+ * free run it merged with;
  * with --stale, that a program taking never-used memory first gives back
  * the free runs unused an eighth of the delay, not those freed just now; with --slices, that a
  * free run of 512 MiB stays within reach while the purger thread gives it back.
@@ -729,6 +731,43 @@ static void freed_memory_serves_other_sizes(void) {
   T_free(v);
 }
 
+/* --opens, in a process of its own, with a long purge delay: a young free
+ * run keeps only itself whole, not the old free run it merges with. A 32 MiB
+ * block is freed and 16 MiB of 64 B blocks opens its run (the first 8 MiB
+ * come from never-used memory, the rest from the run). Then a 512 KiB block
+ * that borders the run is freed and merges with what is left of it, and 16
+ * MiB of 100 B blocks follow. The merged run may serve them once a quarter
+ * of the young block (128 KiB) has been faulted in elsewhere, so they fault
+ * in under a quarter of their pages. The library before kept the merged run
+ * whole until a quarter of all of it (6 MiB) had been faulted in. */
+static void young_run_keeps_only_itself(void) {
+  size_t n64 = 16 * MiB / 64, n100 = 16 * MiB / 100, big_n = 32 * MiB - 16 * KiB;
+  char **v = (char **)xmalloc((n64 + n100) * sizeof *v);
+  memset(v, 0, (n64 + n100) * sizeof *v);
+  char *big = xmalloc(big_n), *nb = xmalloc(512 * KiB);
+  touch(big, big_n, 1);
+  touch(nb, 512 * KiB, 2);
+  /* the 512 KiB block is cut right after the big one's run (the wilderness,
+   * low end first): the case this checks needs the two to border */
+  CHECK(nb > big && (size_t)(nb - big) < 32 * MiB + 64 * KiB,
+        "a 512 KiB block at %p after a 32 MiB block at %p: not its neighbour", (void *)nb,
+        (void *)big);
+  T_free(big);
+  for (size_t i = 0; i < n64; i++) touch(v[i] = xmalloc(64), 64, 3);
+  T_free(nb);
+  long f0 = minor_faults();
+  for (size_t i = 0; i < n100; i++) touch(v[n64 + i] = xmalloc(100), 100, 4);
+  long f = minor_faults() - f0, all = 16 * MiB / 4096;
+  printf("  %-38s %ld minor faults for 16 MiB of 100 B blocks (%ld if fresh)\n",
+         "young run keeps only itself", f, all);
+  CHECK(f < all / 4,
+        "%ld minor faults for 16 MiB of 100 B blocks after a 512 KiB block was freed beside an "
+        "open free run of 24 MiB: the young block kept the whole merged run from them",
+        f);
+  for (size_t i = 0; i < n64 + n100; i++) T_free(v[i]);
+  T_free(v);
+}
+
 /* Whether every page of p .. p + n holds v where touch wrote it. */
 static bool pages_hold(const char *p, size_t n, char v) {
   bool ok = p[n - 1] == v;
@@ -865,6 +904,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--give")) {
     freed_memory_serves_other_sizes();
     return t_finish("test_runs --give");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--opens")) {
+    young_run_keeps_only_itself();
+    return t_finish("test_runs --opens");
   }
   if (argc > 1 && !strcmp(argv[1], "--tails")) {
     class_tails();
