@@ -761,10 +761,17 @@ static size_t spill_stretch(size_t first, size_t end, size_t want, size_t most, 
 }
 
 /* A spill that found no stretch for `want` is not tried again for as much
- * for an eighth of the purge delay: pooled spans come and go, but a pool
- * of scattered spans stays so for a while, and each look reads every map. */
+ * for an eighth of the purge delay, unless SPILL_MIN slots more have been
+ * pooled since: a pool of scattered spans stays so for a while, and each
+ * look reads every map, but spans pooled by the thousand since may lie in
+ * stretches. Timed alone, one miss left a program that frees a phase's
+ * blocks and builds the next in another order's spans faulting the next
+ * phases in afresh for 125 ms (bench_phases: 187,000-198,000 faults a run,
+ * 144,000-149,000 with the pooled count; test_runs --spill-miss, under the
+ * tests' ten-minute delay, for the rest of its run). */
 static _Atomic size_t spill_miss_want;
 static _Atomic uint64_t spill_miss_until;
+static _Atomic size_t spill_miss_have;
 
 /* Stretches in the words w .. end - 1 of the maps, lowest first, until
  * `want` slots are spilled (*got); *at is the slot of the first stretch
@@ -840,7 +847,8 @@ size_t pool_spill(size_t want, uint32_t home) {
   if (have < SPILL_MIN || have < 4 * want) return 0;
   uint64_t now = os_now_ms();
   if (want >= atomic_load_explicit(&spill_miss_want, RLX) &&
-      now < atomic_load_explicit(&spill_miss_until, RLX))
+      now < atomic_load_explicit(&spill_miss_until, RLX) &&
+      have < atomic_load_explicit(&spill_miss_have, RLX) + SPILL_MIN)
     return 0;
   size_t got = 0, nw = map_words(), at = 0;
   size_t h = atomic_load_explicit(&spill_hint, RLX) / 64;
@@ -849,8 +857,10 @@ size_t pool_spill(size_t want, uint32_t home) {
   if (got < want && h) spill_scan(0, h, want, home, &got, &at);
   if (got) {
     atomic_store_explicit(&spill_hint, at, RLX);
+    atomic_store_explicit(&spill_miss_until, 0, RLX); /* the pool has stretches again */
   } else {
     atomic_store_explicit(&spill_miss_want, want, RLX);
+    atomic_store_explicit(&spill_miss_have, have, RLX);
     atomic_store_explicit(&spill_miss_until, now + rill_opt.purge_delay / 8, RLX);
   }
   return got;

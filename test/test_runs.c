@@ -23,7 +23,8 @@
  * another, spans of any order cut from free runs and from pooled spans of
  * other orders, before never-used memory; with --opens, that a young free
  * run kept whole for the block that left it keeps only itself, not the old
- * free run it merged with;
+ * free run it merged with; with --spill-miss, that a spill that found no
+ * stretch does not keep a later phase's pooled spans from another order;
  * with --stale, that a program taking never-used memory first gives back
  * the free runs unused an eighth of the delay, not those freed just now; with --slices, that a
  * free run of 512 MiB stays within reach while the purger thread gives it back.
@@ -768,6 +769,42 @@ static void young_run_keeps_only_itself(void) {
   T_free(v);
 }
 
+/* --spill-miss, in a process of its own, with a long purge delay: a spill
+ * that found no stretch of pooled spans with pages (here the pool holds only
+ * spans rill_collect emptied) does not keep the pooled spans of a later
+ * phase from serving another order. 24 MiB of 48 B blocks (32 KiB spans)
+ * are freed after the miss, and 16 MiB of 3,000 B blocks (128 KiB spans)
+ * must fault in under a quarter of their pages (a spill leaves the pool's
+ * last 4 MiB to the small classes). The library before blocked every spill
+ * of as much for an eighth of the delay (75 s here) after the miss, and
+ * faulted them all in afresh. */
+static void spill_after_miss(void) {
+  size_t n64 = 8 * MiB / 64, n1k = 1 * MiB / 1000, n48 = 24 * MiB / 48, n3k = 16 * MiB / 3000;
+  char **v = (char **)xmalloc(n48 * sizeof *v), **w = (char **)xmalloc(n1k * sizeof *w);
+  memset(v, 0, n48 * sizeof *v);
+  memset(w, 0, n1k * sizeof *w);
+  for (size_t i = 0; i < n64; i++) touch(v[i] = xmalloc(64), 64, 1);
+  for (size_t i = 0; i < n64; i++) T_free(v[i]);
+  T_trim(); /* the pool's spans hold no pages: the next spill finds no stretch */
+  for (size_t i = 0; i < n1k; i++) touch(w[i] = xmalloc(1000), 1000, 2); /* its look misses */
+  for (size_t i = 0; i < n48; i++) touch(v[i] = xmalloc(48), 48, 3);
+  for (size_t i = 0; i < n48; i++) T_free(v[i]);
+  long f0 = minor_faults();
+  for (size_t i = 0; i < n3k; i++) touch(v[i] = xmalloc(3000), 3000, 4);
+  long f = minor_faults() - f0, all = 16 * MiB / 4096;
+  printf("  %-38s %ld minor faults for 16 MiB of 3,000 B blocks after 48 B ones (%ld if "
+         "fresh)\n",
+         "spill after a miss", f, all);
+  CHECK(f < all / 4,
+        "%ld minor faults for 16 MiB of 3,000 B blocks after 24 MiB of 48 B blocks were freed: "
+        "a spill that found nothing before kept their pooled spans from serving",
+        f);
+  for (size_t i = 0; i < n3k; i++) T_free(v[i]);
+  for (size_t i = 0; i < n1k; i++) T_free(w[i]);
+  T_free(v);
+  T_free(w);
+}
+
 /* Whether every page of p .. p + n holds v where touch wrote it. */
 static bool pages_hold(const char *p, size_t n, char v) {
   bool ok = p[n - 1] == v;
@@ -908,6 +945,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--opens")) {
     young_run_keeps_only_itself();
     return t_finish("test_runs --opens");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--spill-miss")) {
+    spill_after_miss();
+    return t_finish("test_runs --spill-miss");
   }
   if (argc > 1 && !strcmp(argv[1], "--tails")) {
     class_tails();
