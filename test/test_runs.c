@@ -756,9 +756,7 @@ static void young_run_keeps_only_itself(void) {
   T_free(big);
   for (size_t i = 0; i < n64; i++) touch(v[i] = xmalloc(64), 64, 3);
   T_free(nb);
-  long f0 = minor_faults();
-  for (size_t i = 0; i < n100; i++) touch(v[n64 + i] = xmalloc(100), 100, 4);
-  long f = minor_faults() - f0, all = 16 * MiB / 4096;
+  long f = refill(v + n64, n100, 100, 0, 4), all = 16 * MiB / 4096;
   printf("  %-38s %ld minor faults for 16 MiB of 100 B blocks (%ld if fresh)\n",
          "young run keeps only itself", f, all);
   CHECK(f < all / 4,
@@ -788,10 +786,7 @@ static void spill_after_miss(void) {
   T_trim(); /* the pool's spans hold no pages: the next spill finds no stretch */
   for (size_t i = 0; i < n1k; i++) touch(w[i] = xmalloc(1000), 1000, 2); /* its look misses */
   for (size_t i = 0; i < n48; i++) touch(v[i] = xmalloc(48), 48, 3);
-  for (size_t i = 0; i < n48; i++) T_free(v[i]);
-  long f0 = minor_faults();
-  for (size_t i = 0; i < n3k; i++) touch(v[i] = xmalloc(3000), 3000, 4);
-  long f = minor_faults() - f0, all = 16 * MiB / 4096;
+  long f = refill(v, n3k, 3000, n48, 4), all = 16 * MiB / 4096;
   printf("  %-38s %ld minor faults for 16 MiB of 3,000 B blocks after 48 B ones (%ld if "
          "fresh)\n",
          "spill after a miss", f, all);
