@@ -762,13 +762,15 @@ static size_t spill_stretch(size_t first, size_t end, size_t want, size_t most, 
 
 /* A spill that found no stretch for `want` is not tried again for as much
  * for an eighth of the purge delay, unless SPILL_MIN slots more have been
- * pooled since: a pool of scattered spans stays so for a while, and each
- * look reads every map, but spans pooled by the thousand since may lie in
- * stretches. Timed alone, one miss left a program that frees a phase's
- * blocks and builds the next in another order's spans faulting the next
- * phases in afresh for 125 ms (bench_phases: 187,000-198,000 faults a run,
- * 144,000-149,000 with the pooled count; test_runs --spill-miss, under the
- * tests' ten-minute delay, for the rest of its run). */
+ * pooled since or a spill has found its stretch meanwhile: a pool of
+ * scattered spans stays so for a while, and each look reads every map, but
+ * spans pooled by the thousand since may lie in stretches. Timed alone, one
+ * miss left a program that frees a phase's blocks and builds the next in
+ * another order's spans faulting the next phases in afresh for 125 ms
+ * (bench_phases: 171,000 faults a run against 147,000, medians of 14;
+ * test_runs --spill-miss, under the tests' ten-minute delay, 4,339 against
+ * 265). The pooled count alone was not enough: the spills it let through
+ * drew the pool back under it, and the block held again (1,707). */
 static _Atomic size_t spill_miss_want;
 static _Atomic uint64_t spill_miss_until;
 static _Atomic size_t spill_miss_have;

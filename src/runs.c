@@ -252,8 +252,6 @@ void run_zero(span_t *sp, char *p, size_t n) {
   }
 }
 
-/* A free run has pages to give back: some slot resident, due at stamp. */
-
 /* `stamp` is read without a lock by pool_spill's guess at a pooled span
  * (pooled_resident), which may find the span made a run meanwhile: relaxed
  * atomic stores (plain moves). */
@@ -261,6 +259,7 @@ static inline void stamp_set(span_t *sp, uint32_t v) {
   __atomic_store_n(&sp->stamp, v, __ATOMIC_RELAXED);
 }
 
+/* A free run has pages to give back: some slot resident, due at stamp. */
 static inline bool has_pages(const span_t *sp) {
   return sp->stamp != UINT32_MAX;
 }

@@ -28,8 +28,9 @@ done
 
 JOBS=${RILL_JOBS:-$(nproc 2>/dev/null || echo 2)}
 # CTest runs this many tests at once: most tests wait on purge delays and a child's exit, so
-# two at a time took the gcc build's 142 from 379 to 240 s on 2 cores (three runs, none
-# failed); tests that weigh the whole machine (strict_overcommit, thp_always) run alone.
+# two at a time took this script's gcc CTest from 379 to 251-275 s on 2 cores (three CI runs,
+# and three of a full build's 142 tests, none failed); tests that weigh the whole machine
+# (strict_overcommit, thp_always) run alone.
 CTEST_JOBS=${RILL_CTEST_JOBS:-$((JOBS < 4 ? JOBS : 4))}
 B=${RILL_BUILD_ROOT:-$ROOT/build/test-suite}
 LOGS=$B/logs
