@@ -52,7 +52,8 @@ static inline void head_set(size_t slot, size_t first) {
   __atomic_store_n(&rill_arena.heads[slot], span_of_index(first), __ATOMIC_RELAXED);
 }
 
-#define BINS 64
+#define BINS  64
+#define WARMS 8 /* warm lists: runs of 1, 2-3, 4-7, .. 64-127, and 128 slots or more */
 typedef struct shard {
   _Atomic int lock;
   uint8_t id;                /* the runs' `shard` mark: index + 1 (0: not a run) */
@@ -60,7 +61,9 @@ typedef struct shard {
   size_t wild, wild_end;     /* never-used slots of the shard's last chunk (wild_take) */
   size_t wild_ready;         /* RILL_COMMIT: the wilderness is writable below this slot */
   span_t *bins[BINS];        /* free runs by size, each list in address order */
-  span_t *warm, *warm_tail;  /* the free runs that hold pages, last filed first */
+  span_t *warm[WARMS];       /* the free runs that hold pages by length, last filed first */
+  span_t *warm_tail[WARMS];
+  _Atomic uint32_t warm_any; /* bit k: warm[k] has a run (read unlocked, as a guess) */
 } __attribute__((aligned(64))) shard_t;
 static shard_t shards[RUN_SHARDS];
 
@@ -269,25 +272,45 @@ static inline void nonempty_set(shard_t *sh, uint64_t m) {
   atomic_store_explicit(&sh->nonempty, m, RLX);
 }
 
-/* The warm list: the free runs filed with pages, so that a request finds
+/* The warm lists: the free runs filed with pages, so that a request finds
  * resident memory without walking the bins' purged runs (a phase program's
- * bins held 24 purged runs for each one with pages). `warm` is read without
- * the lock (run_give's guess), so it is stored atomically. */
+ * bins held 24 purged runs for each one with pages). One list per power of
+ * two of length: on one list, a request looked at its first LOOK runs only,
+ * and with the growth swap out of reach (a long purge delay) the phase
+ * program's list held 1,500 runs, a third of them too short for a span,
+ * while its next phase faulted in fresh spans (blowup 6.1). A run's length
+ * changes only off the lists (unlink_run .. insert_run), so its list is
+ * known from it. `warm_any` is read without the lock (run_give's guess), so
+ * it is stored atomically. */
+static inline unsigned warm_of(size_t n) {
+  unsigned k = 63u - (unsigned)__builtin_clzll(n);
+  return k < WARMS ? k : WARMS - 1;
+}
 static void warm_unlink(shard_t *sh, span_t *sp) {
   if (!sp->warm) return;
+  unsigned k = warm_of(sp->nslots);
   if (sp->warm_prev)
     sp->warm_prev->warm_next = sp->warm_next;
   else
-    __atomic_store_n(&sh->warm, sp->warm_next, __ATOMIC_RELAXED);
-  *(sp->warm_next ? &sp->warm_next->warm_prev : &sh->warm_tail) = sp->warm_prev;
+    sh->warm[k] = sp->warm_next;
+  *(sp->warm_next ? &sp->warm_next->warm_prev : &sh->warm_tail[k]) = sp->warm_prev;
+  if (!sh->warm[k])
+    atomic_store_explicit(&sh->warm_any, atomic_load_explicit(&sh->warm_any, RLX) & ~(1u << k),
+                          RLX);
   sp->warm = 0;
 }
 static void warm_push(shard_t *sh, span_t *sp) {
+  unsigned k = warm_of(sp->nslots);
   sp->warm_prev = NULL;
-  sp->warm_next = sh->warm;
-  *(sh->warm ? &sh->warm->warm_prev : &sh->warm_tail) = sp;
-  __atomic_store_n(&sh->warm, sp, __ATOMIC_RELAXED);
+  sp->warm_next = sh->warm[k];
+  *(sh->warm[k] ? &sh->warm[k]->warm_prev : &sh->warm_tail[k]) = sp;
+  sh->warm[k] = sp;
+  atomic_store_explicit(&sh->warm_any, atomic_load_explicit(&sh->warm_any, RLX) | 1u << k, RLX);
   sp->warm = 1;
+}
+/* Whether sh may have a warm run of n slots or more (a guess, unlocked). */
+static inline bool warm_may(shard_t *sh, size_t n) {
+  return atomic_load_explicit(&sh->warm_any, RLX) >> warm_of(n) != 0;
 }
 
 static void unlink_run(shard_t *sh, span_t *sp) {
@@ -452,13 +475,15 @@ static span_t *fit(shard_t *sh, size_t n, unsigned b) {
 }
 
 /* Under sh's lock: the smallest free run of at least n slots among the
- * first LOOK on the warm list (those that hold pages), split to n; NULL if
+ * warm lists' (those that hold pages), the shortest list that may hold one
+ * first, last filed first, LOOK runs looked at in all; split to n; NULL if
  * none. */
 static span_t *fit_warm(shard_t *sh, size_t n) {
   span_t *best = NULL;
   unsigned looks = 0;
-  for (span_t *sp = sh->warm; sp && looks < LOOK; sp = sp->warm_next, looks++)
-    if (sp->nslots >= n && (!best || sp->nslots < best->nslots)) best = sp;
+  for (unsigned k = warm_of(n); !best && k < WARMS && looks < LOOK; k++)
+    for (span_t *sp = sh->warm[k]; sp && looks < LOOK; sp = sp->warm_next, looks++)
+      if (sp->nslots >= n && (!best || sp->nslots < best->nslots)) best = sp;
   return split_take(sh, best, n);
 }
 
@@ -571,7 +596,7 @@ static span_t *run_take(size_t n, uint32_t home, bool own, bool wild, bool warm)
     spin_unlock(&sh->lock);
     for (unsigned k = 1; !sp && k < RUN_SHARDS; k++) {
       shard_t *o = &shards[(home + k) % RUN_SHARDS];
-      if (!may_fit(o, b) || (warm && !__atomic_load_n(&o->warm, __ATOMIC_RELAXED))) continue;
+      if (!may_fit(o, b) || (warm && !warm_may(o, n))) continue;
       spin_lock(&o->lock);
       sp = warm ? fit_warm(o, n) : fit(o, n, b);
       spin_unlock(&o->lock);
@@ -823,22 +848,24 @@ static bool give_open(const span_t *sp, uint32_t cutoff) {
 }
 
 /* Under sh's lock: a run of n slots that hold pages for a small class's
- * span, cut from the smallest of the first LOOK runs on the warm list (the
- * least lately filed first) that is open to it (give_open) and has n such
- * slots in a row, so that big free runs stay whole for the large blocks
- * that want them; NULL if none has. */
+ * span, cut from the smallest run on the warm lists that is open to it
+ * (give_open) and has n such slots in a row, so that big free runs stay
+ * whole for the large blocks that want them: the shortest list that may
+ * hold one first, the least lately filed first, LOOK runs looked at in all;
+ * NULL if none has. */
 static span_t *give_warm(shard_t *sh, size_t n, uint32_t cutoff) {
   unsigned looks = 0;
   span_t *best = NULL;
   size_t at = 0;
-  for (span_t *sp = sh->warm_tail; sp && looks < LOOK; sp = sp->warm_prev, looks++) {
-    if (sp->nslots < n || (best && sp->nslots >= best->nslots) || !give_open(sp, cutoff)) continue;
-    size_t s = span_index(sp), end = s + sp->nslots, e;
-    while (dirty_range(&s, &e, end, UNADVISED) && e - s < n) s = e;
-    if (s >= end || e - s < n) continue;
-    best = sp, at = s;
-    if (sp->nslots == n) break;
-  }
+  for (unsigned k = warm_of(n); !best && k < WARMS && looks < LOOK; k++)
+    for (span_t *sp = sh->warm_tail[k]; sp && looks < LOOK; sp = sp->warm_prev, looks++) {
+      if ((best && sp->nslots >= best->nslots) || !give_open(sp, cutoff)) continue;
+      size_t s = span_index(sp), end = s + sp->nslots, e;
+      while (dirty_range(&s, &e, end, UNADVISED) && e - s < n) s = e;
+      if (s >= end || e - s < n) continue;
+      best = sp, at = s;
+      if (sp->nslots == n) break;
+    }
   if (!best) return NULL;
   unlink_run(sh, best);
   span_t *sp = slice(sh, best, at, n);
@@ -854,7 +881,7 @@ span_t *run_give(size_t n, uint32_t home, uint32_t cutoff) {
   span_t *sp = NULL;
   for (unsigned k = 0; !sp && k < RUN_SHARDS; k++) {
     shard_t *sh = &shards[(home + k) % RUN_SHARDS];
-    if (!__atomic_load_n(&sh->warm, __ATOMIC_RELAXED)) continue;
+    if (!warm_may(sh, n)) continue;
     spin_lock(&sh->lock);
     sp = give_warm(sh, n, cutoff);
     spin_unlock(&sh->lock);

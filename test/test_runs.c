@@ -25,6 +25,8 @@
  * run kept whole for the block that left it keeps only itself, not the old
  * free run it merged with; with --spill-miss, that a spill that found no
  * stretch does not keep a later phase's pooled spans from another order;
+ * with --short-runs, that free runs too short for a span do not keep a
+ * long one from serving it;
  * with --stale, that a program taking never-used memory first gives back
  * the free runs unused an eighth of the delay, not those freed just now; with --slices, that a
  * free run of 512 MiB stays within reach while the purger thread gives it back.
@@ -800,6 +802,58 @@ static void spill_after_miss(void) {
   T_free(w);
 }
 
+/* --short-runs, in a process of its own, with a long purge delay: free runs
+ * too short for a span do not keep a longer one filed after them from
+ * serving it. An 8 MiB block's free run serves 16 KiB spans of 100 B blocks
+ * (once 2 MiB more have been faulted in: give_open), and every other one
+ * of those spans is emptied, which files up to 256 free runs of one slot
+ * with their pages. A 2 MiB block freed after them is open to small spans
+ * once 512 KiB more have been faulted in, which the first MiB of 3,000 B
+ * blocks (128 KiB spans) does. The second MiB must then come from its
+ * resident pages. The library before kept one list of free runs with
+ * pages, looked at the 32 filed first, all too short, and faulted the MiB
+ * in afresh (256 faults). */
+static void short_runs_step_aside(void) {
+  size_t n100 = 16 * MiB / 100, n3k = 1 * MiB / 3000;
+  char **v = (char **)xmalloc(n100 * sizeof *v), **w = (char **)xmalloc(2 * n3k * sizeof *w);
+  memset(v, 0, n100 * sizeof *v);
+  memset(w, 0, 2 * n3k * sizeof *w);
+  char *big = xmalloc(8 * MiB);
+  touch(big, 8 * MiB, 1);
+  T_free(big);
+  for (size_t i = 0; i < n100; i++) touch(v[i] = xmalloc(100), 100, 2);
+  size_t freed = 0;
+  for (size_t i = 0; i < n100; i++) { /* the spans at even 16 KiB of the block's run */
+    uintptr_t off = (uintptr_t)v[i] - (uintptr_t)big;
+    if (off < 8 * MiB && off / (16 * KiB) % 2 == 0) {
+      T_free(v[i]);
+      v[i] = NULL;
+      freed++;
+    }
+  }
+  char *b2 = xmalloc(2 * MiB), *after = xmalloc(512 * KiB); /* b2's run borders no wilderness */
+  touch(b2, 2 * MiB, 3);
+  T_free(b2);
+  for (size_t i = 0; i < n3k; i++) touch(w[i] = xmalloc(3000), 3000, 4);
+  long f0 = minor_faults();
+  for (size_t i = n3k; i < 2 * n3k; i++) touch(w[i] = xmalloc(3000), 3000, 4);
+  long f = minor_faults() - f0;
+  printf("  %-38s %ld minor faults for the second MiB of 3,000 B blocks after %zu blocks of "
+         "100 B and a 2 MiB block were freed (256 if fresh)\n",
+         "short runs step aside", f, freed);
+  CHECK(freed > n100 / 8, "only %zu of %zu blocks of 100 B were cut from the 8 MiB block's run",
+        freed, n100);
+  CHECK(f < 64,
+        "%ld minor faults for 1 MiB of 3,000 B blocks after a 2 MiB block was freed: the free "
+        "runs of one slot filed before it kept it from serving",
+        f);
+  for (size_t i = 0; i < n100; i++) T_free(v[i]);
+  for (size_t i = 0; i < 2 * n3k; i++) T_free(w[i]);
+  T_free(after);
+  T_free(v);
+  T_free(w);
+}
+
 /* Whether every page of p .. p + n holds v where touch wrote it. */
 static bool pages_hold(const char *p, size_t n, char v) {
   bool ok = p[n - 1] == v;
@@ -944,6 +998,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--spill-miss")) {
     spill_after_miss();
     return t_finish("test_runs --spill-miss");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--short-runs")) {
+    short_runs_step_aside();
+    return t_finish("test_runs --short-runs");
   }
   if (argc > 1 && !strcmp(argv[1], "--tails")) {
     class_tails();
