@@ -412,6 +412,17 @@ static span_t *free_head(uint8_t mark, size_t i, uint32_t stamp) {
   return t;
 }
 
+/* The stamp of slots i .. i + n - 1, a piece of a free run stamped `stamp`:
+ * the run's, or none if the piece holds no pages. A run that held pages and
+ * gave its dirty slots to a small span kept its stamp in the rest, which sat
+ * on the warm lists with nothing for anyone until the next purge pass:
+ * where the phase program's look for a span missed, its lists held 23-41
+ * such runs, against 34-63 that could have served, and the look went to
+ * fresh memory with LOOK runs looked at. */
+static uint32_t piece_stamp(size_t i, size_t n, uint32_t stamp) {
+  return stamp == UINT32_MAX || dirty_scan(i, i + n, true) == i + n ? UINT32_MAX : stamp;
+}
+
 /* The free run starting `at` slots into sp's run (a split's rest). */
 static span_t *cut(const span_t *sp, size_t at, uint32_t stamp) {
   span_t *t = free_head(shard_mark(sp), span_index(sp) + at, stamp);
@@ -455,7 +466,8 @@ static span_t *split_take(shard_t *sh, span_t *sp, size_t n) {
   if (!sp || !run_recommit(span_index(sp), n)) return NULL;
   unlink_run(sh, sp);
   size_t i = span_index(sp), m = sp->nslots;
-  if (m > n) file_run(sh, cut(sp, n, sp->stamp), m - n); /* the rest stays free */
+  if (m > n) /* the rest stays free */
+    file_run(sh, cut(sp, n, piece_stamp(i + n, m - n, sp->stamp)), m - n);
   claim(sh, i, n);
   SPAN_SET(sp, fresh, dirty_scan(i, i + n, true) == i + n);
   return sp;
@@ -730,7 +742,7 @@ bool run_resize(span_t *sp, size_t n) {
       unlink_run(sh, r);
       grew = clean_slots(j, i + n);
       size_t rest = m + r->nslots - n;
-      if (rest) file_run(sh, cut(sp, n, r->stamp), rest);
+      if (rest) file_run(sh, cut(sp, n, piece_stamp(i + n, rest, r->stamp)), rest);
       for (size_t s = j; s < i + n; s++) head_set(s, i);
     } else if (j == sh->wild && wild_grow(sh, n - m)) { /* a buffer that keeps growing */
       for (size_t s = j; s < i + n; s++) head_set(s, i);
@@ -812,9 +824,10 @@ static span_t *slice(shard_t *sh, span_t *sp, size_t s, size_t len) {
   size_t i = span_index(sp), end = i + sp->nslots, hs = HUGE_PAGE >> SLOT_SHIFT;
   size_t a = len < hs ? s : s / hs * hs > i ? s / hs * hs : i; /* short: from s itself */
   size_t b = end - a > len ? a + len : end;
-  if (b < end) file_run(sh, cut(sp, b - i, sp->stamp), end - b);
+  if (b < end) file_run(sh, cut(sp, b - i, piece_stamp(b, end - b, sp->stamp)), end - b);
   if (a > i) {
     span_t *p = cut(sp, a - i, sp->stamp);
+    stamp_set(sp, piece_stamp(i, a - i, sp->stamp));
     file_run(sh, sp, a - i);
     sp = p;
   }
@@ -848,11 +861,12 @@ static bool give_open(const span_t *sp, uint32_t cutoff) {
 }
 
 /* Under sh's lock: a run of n slots that hold pages for a small class's
- * span, cut from the smallest run on the warm lists that is open to it
- * (give_open) and has n such slots in a row, so that big free runs stay
- * whole for the large blocks that want them: the shortest list that may
- * hold one first, the least lately filed first, LOOK runs looked at in all;
- * NULL if none has. */
+ * span, cut from a run on the warm lists that is open to it (give_open)
+ * and has n such slots in a row: the shortest list that may hold one first
+ * (within it the first found, the least lately filed first; on the last,
+ * the shortest of those looked at), so that big free runs stay whole for
+ * the large blocks that want them. LOOK runs are looked at in all; NULL if
+ * none of those has. */
 static span_t *give_warm(shard_t *sh, size_t n, uint32_t cutoff) {
   unsigned looks = 0;
   span_t *best = NULL;
@@ -864,7 +878,7 @@ static span_t *give_warm(shard_t *sh, size_t n, uint32_t cutoff) {
       while (dirty_range(&s, &e, end, UNADVISED) && e - s < n) s = e;
       if (s >= end || e - s < n) continue;
       best = sp, at = s;
-      if (sp->nslots == n) break;
+      if (k < WARMS - 1) break; /* within twice the shortest */
     }
   if (!best) return NULL;
   unlink_run(sh, best);
