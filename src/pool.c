@@ -663,22 +663,18 @@ span_t *pool_fresh(unsigned order, chunk_t *ck) {
  * gave it back, while the program faulted in as much again (design.md,
  * "Freed memory serves the next kind of block"). The span is a run: it
  * goes back to the runs when it empties (pool_put), and merges there. */
-static _Atomic uint32_t from_runs_missed = (uint32_t)-SWAP_MIN; /* pool_grown() at the last miss */
 span_t *pool_from_runs(unsigned order, uint32_t home) {
-  /* after a look that found nothing, the next waits for a MiB more of
-   * growth: what it looks for opens with growth or age, and knary (trees
-   * built from fresh spans, with young free runs about) looked in vain at
-   * every span, 5% of its time */
-  uint32_t g = pool_grown();
-  if (g - atomic_load_explicit(&from_runs_missed, RLX) < SWAP_MIN) return NULL;
+  /* Every call looks. A look that found nothing used to hold the next off
+   * for a MiB of growth, for knary (trees taking fresh spans while young
+   * free runs sit about: 5% of its time in vain looks then, 1% with the
+   * warm lists by length); each call it turned away took a never-used span,
+   * which the growth swap then gave back as much for (bench_phases: 30%
+   * more faults). */
   size_t n = (size_t)1 << order;
   uint32_t cutoff = pool_swap_cutoff();
   span_t *sp = run_give(n, home, cutoff);
   if (!sp && pool_spill(n, home)) sp = run_give(n, home, cutoff);
-  if (!sp) {
-    atomic_store_explicit(&from_runs_missed, g, RLX);
-    return NULL;
-  }
+  if (!sp) return NULL;
   sp->order = (uint8_t)order; /* the stash files it by its order */
   return sp;
 }
