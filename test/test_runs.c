@@ -26,7 +26,8 @@
  * free run it merged with; with --spill-miss, that a spill that found no
  * stretch does not keep a later phase's pooled spans from another order;
  * with --short-runs, that free runs too short for a span do not keep a
- * long one from serving it;
+ * long one from serving it; with --sparse-move, that a buffer written here
+ * and there that moves to a mapping of its own copies only what it wrote;
  * with --stale, that a program taking never-used memory first gives back
  * the free runs unused an eighth of the delay, not those freed just now; with --slices, that a
  * free run of 512 MiB stays within reach while the purger thread gives it back.
@@ -854,6 +855,46 @@ static void short_runs_step_aside(void) {
   T_free(w);
 }
 
+/* --sparse-move, in a process of its own: a buffer that grew in place at the
+ * arena's top while the program wrote one byte per 64 KiB step, then had to
+ * move to a mapping of its own, leaves the pages it never wrote out of the
+ * mapping. Grown to 16 MiB this way, with a block placed after it, it moves
+ * at 17 MiB: RSS may grow by the pages written (a MiB at most), where a full
+ * copy made all 16 MiB resident (the library before, 56aa273: +16,432 KiB). */
+static void sparse_buffer_moves_sparse(void) {
+  size_t step = 64 * KiB, n = 512 * KiB; /* a run from the start: it grows in place */
+  char *p = xmalloc(n), *first = p;
+  p[0] = 1;
+  for (size_t at = step - 1; at < n; at += step) p[at] = 2;
+  for (n += step; n <= 16 * MiB; n += step) {
+    p = T_realloc(p, n);
+    if (!p) DIE("realloc(%zu) failed", n);
+    p[n - 1] = 2;
+  }
+  n -= step;
+  CHECK(p == first, "a buffer at the arena's top moved while it grew to 16 MiB (%p -> %p)",
+        (void *)first, (void *)p);
+  char *after = xmalloc(1 * MiB); /* the next thing cut: it borders the buffer */
+  after[0] = 3;
+  long r0 = rss_kib();
+  char *q = T_realloc(p, n + 1 * MiB);
+  if (!q) DIE("realloc(%zu) failed", n + 1 * MiB);
+  long r1 = rss_kib();
+  bool same = q[0] == 1;
+  for (size_t at = step - 1; at < n; at += step) same = same && q[at] == 2;
+  for (size_t at = step; at < n; at += step) same = same && q[at] == 0 && q[at - 2] == 0;
+  printf("  %-38s RSS +%ld KiB for a 16 MiB buffer written every 64 KiB that moved\n",
+         "a sparse buffer moves sparse", r1 - r0);
+  CHECK(q != p, "the 16 MiB buffer grew in place past the block after it");
+  CHECK(same, "a 16 MiB buffer that moved lost what was written, or holds what was not");
+  CHECK(r1 - r0 < 4 * 1024,
+        "RSS %ld -> %ld KiB when a 16 MiB buffer written once per 64 KiB moved to a mapping: "
+        "the pages it never wrote were copied",
+        r0, r1);
+  T_free(q);
+  T_free(after);
+}
+
 /* Whether every page of p .. p + n holds v where touch wrote it. */
 static bool pages_hold(const char *p, size_t n, char v) {
   bool ok = p[n - 1] == v;
@@ -998,6 +1039,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--spill-miss")) {
     spill_after_miss();
     return t_finish("test_runs --spill-miss");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--sparse-move")) {
+    sparse_buffer_moves_sparse();
+    return t_finish("test_runs --sparse-move");
   }
   if (argc > 1 && !strcmp(argv[1], "--short-runs")) {
     short_runs_step_aside();
