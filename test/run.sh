@@ -65,6 +65,28 @@ step() {
   return 1
 }
 
+# bg LOGFILE CMD...: starts CMD in the background, output to LOGFILE; bg_step NAME LOGFILE
+# then waits for it and counts it as step does. The TSan section's eight builds (8 s of one
+# core each) start together, so the second core builds while the first runs.
+declare -A BG_PID
+bg() {
+  local log=$1
+  shift
+  "$@" >"$log" 2>&1 &
+  BG_PID[$log]=$!
+}
+bg_step() {
+  local name=$1 log=$2
+  if wait "${BG_PID[$log]}"; then
+    pass "$name"
+    return 0
+  fi
+  failed "$name"
+  echo "  ---- last lines of $log" >&2
+  tail -40 "$log" | sed 's/^/  | /' >&2
+  return 1
+}
+
 # ---- tools ------------------------------------------------------------------------------
 
 APT_UPDATED=0
@@ -213,17 +235,30 @@ export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 die_aft
 TSAN_BUILT=()
 TSAN_TLS_ROUNDS=$(($(getconf PTHREAD_DESTRUCTOR_ITERATIONS 2>/dev/null || echo 4) - 1))
 [ "$TSAN_TLS_ROUNDS" -ge 1 ] 2>/dev/null || TSAN_TLS_ROUNDS=3
+TSAN_CC=(clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin)
+mkdir -p "$B/tsan"
 # variant 0w: the default build with RILL_RACE_WINDOWS (yields where another thread may change
 # a span in hand), for the purger's and commit's runs below
 for variant in 0 1 2 0w; do
-  exe="$B/tsan/stress_tsan_v$variant"
   windows=()
   [ $variant = 0w ] && windows=(-DRILL_RACE_WINDOWS)
-  mkdir -p "$B/tsan"
-  if step "TSan build (variant $variant)" "$LOGS/tsan-build-v$variant.log" \
-    clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
-    -DRILL_NO_OVERRIDE -DRILL_VARIANT=${variant%w} -DUSE_RILL_API "${windows[@]}" \
-    -I"$ROOT/include" -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" -o "$exe" -lpthread; then
+  bg "$LOGS/tsan-build-v$variant.log" "${TSAN_CC[@]}" -DRILL_NO_OVERRIDE \
+    -DRILL_VARIANT=${variant%w} -DUSE_RILL_API "${windows[@]}" -I"$ROOT/include" \
+    -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" -o "$B/tsan/stress_tsan_v$variant" -lpthread
+done
+bg "$LOGS/tsan-build-young.log" "${TSAN_CC[@]}" -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 \
+  -DUSE_RILL_API -DYOUNG_THREADS=2 -DRILL_RACE_WINDOWS -I"$ROOT/include" -I"$ROOT/test" \
+  "${SRCS[@]}" "$ROOT/test/stress.c" -o "$B/tsan/stress_tsan_vyoung" -lpthread
+bg "$LOGS/tsan-build-threads.log" "${TSAN_CC[@]}" -DRILL_NO_OVERRIDE -DUSE_RILL_API \
+  -DRILL_RACE_WINDOWS -I"$ROOT/include" -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/test_threads.c" \
+  -o "$B/tsan/threads_tsan" -lpthread
+bg "$LOGS/tsan-build-eager.log" "${TSAN_CC[@]}" -DRILL_NO_OVERRIDE -I"$ROOT/include" \
+  "${SRCS[@]}" "$ROOT/test/test_eager.c" -o "$B/tsan/eager_tsan" -lpthread
+bg "$LOGS/tsan-build-lend.log" "${TSAN_CC[@]}" -DRILL_NO_OVERRIDE -DUSE_RILL_API \
+  -DRILL_RACE_WINDOWS -I"$ROOT/include" -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/test_lend.c" \
+  -o "$B/tsan/lend_tsan" -lpthread
+for variant in 0 1 2 0w; do
+  if bg_step "TSan build (variant $variant)" "$LOGS/tsan-build-v$variant.log"; then
     TSAN_BUILT+=("$variant")
   fi
 done
@@ -277,20 +312,13 @@ done
 # locks, remote frees into their spans from every thread, and young threads' exits, racing.
 # RILL_RACE_WINDOWS yields where a span in hand may be claimed and pooled by another thread:
 # the orphan adoption race of span_attach (fixed after a CI report) fails every churn run so.
-if step "TSan build (young blocks, race windows)" "$LOGS/tsan-build-young.log" \
-  clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
-  -DRILL_NO_OVERRIDE -DRILL_VARIANT=0 -DUSE_RILL_API -DYOUNG_THREADS=2 -DRILL_RACE_WINDOWS \
-  -I"$ROOT/include" -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/stress.c" \
-  -o "$B/tsan/stress_tsan_vyoung" -lpthread; then
+if bg_step "TSan build (young blocks, race windows)" "$LOGS/tsan-build-young.log"; then
   tsan_run tsan_young young --mode random,prodcons,churn,fork --threads 4,16 --ops $TS_OPS \
     --items $TS_ITEMS --churn $TS_CHURN --churn-par 16 --forks $TS_FORKS --fork-threads 4
 fi
 # a crowd of 1,000 threads, its young blocks, and the shared heaps' spans it leaves, adopted
 # by the next thread's span changes (src/heap.c, shared_adopt), with the race windows open
-if step "TSan build (test_threads)" "$LOGS/tsan-build-threads.log" \
-  clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
-  -DRILL_NO_OVERRIDE -DUSE_RILL_API -DRILL_RACE_WINDOWS -I"$ROOT/include" -I"$ROOT/test" \
-  "${SRCS[@]}" "$ROOT/test/test_threads.c" -o "$B/tsan/threads_tsan" -lpthread; then
+if bg_step "TSan build (test_threads)" "$LOGS/tsan-build-threads.log"; then
   log="$LOGS/tsan_threads.log"
   if "$B/tsan/threads_tsan" 1000 >"$log" 2>&1 && ! grep -q 'ThreadSanitizer' "$log"; then
     pass tsan_threads
@@ -301,10 +329,7 @@ if step "TSan build (test_threads)" "$LOGS/tsan-build-threads.log" \
   fi
 fi
 # the eager-return protocol (owner and remote frees racing to claim reusable spans)
-if step "TSan build (test_eager)" "$LOGS/tsan-build-eager.log" \
-  clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
-  -DRILL_NO_OVERRIDE -I"$ROOT/include" "${SRCS[@]}" "$ROOT/test/test_eager.c" \
-  -o "$B/tsan/eager_tsan" -lpthread; then
+if bg_step "TSan build (test_eager)" "$LOGS/tsan-build-eager.log"; then
   log="$LOGS/tsan_eager.log"
   if "$B/tsan/eager_tsan" >"$log" 2>&1 && ! grep -q 'ThreadSanitizer' "$log"; then
     pass tsan_eager
@@ -315,10 +340,7 @@ if step "TSan build (test_eager)" "$LOGS/tsan-build-eager.log" \
 fi
 
 # lending an idle owner's spans (heap_lend_idle) racing with the owners' own frees
-if step "TSan build (test_lend)" "$LOGS/tsan-build-lend.log" \
-  clang -std=gnu11 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -fno-builtin \
-  -DRILL_NO_OVERRIDE -DUSE_RILL_API -DRILL_RACE_WINDOWS -I"$ROOT/include" -I"$ROOT/test" \
-  "${SRCS[@]}" "$ROOT/test/test_lend.c" -o "$B/tsan/lend_tsan" -lpthread; then
+if bg_step "TSan build (test_lend)" "$LOGS/tsan-build-lend.log"; then
   for mode in reuse when race hot; do
     log="$LOGS/tsan_lend_$mode.log"
     arg=--$mode
