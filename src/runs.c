@@ -631,7 +631,7 @@ span_t *run_get(size_t n, uint32_t home, bool own) {
   return run_take(n, home, own, true, false);
 }
 
-/* A free run that holds pages only (the warm list). */
+/* A free run that holds pages only (the warm lists). */
 span_t *run_get_warm(size_t n, uint32_t home, bool own) {
   return run_take(n, home, own, false, true);
 }

@@ -51,18 +51,25 @@ failed() {
   printf '  FAIL  %s\n' "$1"
 }
 
-# step NAME LOGFILE CMD...: runs CMD, output to LOGFILE; one test in the count.
-step() {
-  local name=$1 log=$2
-  shift 2
-  if "$@" >"$log" 2>&1; then
-    pass "$name"
+# counted NAME LOGFILE STATUS: one test in the count, passed if STATUS is 0; a failure shows
+# the log's last lines. Returns STATUS.
+counted() {
+  if [ "$3" = 0 ]; then
+    pass "$1"
     return 0
   fi
-  failed "$name"
-  echo "  ---- last lines of $log" >&2
-  tail -40 "$log" | sed 's/^/  | /' >&2
+  failed "$1"
+  echo "  ---- last lines of $2" >&2
+  tail -40 "$2" | sed 's/^/  | /' >&2
   return 1
+}
+
+# step NAME LOGFILE CMD...: runs CMD, output to LOGFILE; one test in the count.
+step() {
+  local name=$1 log=$2 rc=0
+  shift 2
+  "$@" >"$log" 2>&1 || rc=$?
+  counted "$name" "$log" $rc
 }
 
 # bg LOGFILE CMD...: starts CMD in the background, output to LOGFILE; bg_step NAME LOGFILE
@@ -76,15 +83,9 @@ bg() {
   BG_PID[$log]=$!
 }
 bg_step() {
-  local name=$1 log=$2
-  if wait "${BG_PID[$log]}"; then
-    pass "$name"
-    return 0
-  fi
-  failed "$name"
-  echo "  ---- last lines of $log" >&2
-  tail -40 "$log" | sed 's/^/  | /' >&2
-  return 1
+  local rc=0
+  wait "${BG_PID[$2]}" || rc=$?
+  counted "$1" "$2" $rc
 }
 
 # ---- tools ------------------------------------------------------------------------------
