@@ -12,7 +12,8 @@
 #define LARGEST_CLASS (256 * KiB)
 #define HUGE_SIZE     (64 * MiB)
 
-static bool quick; /* --quick: coarser walks, for slow runs such as valgrind */
+/* --quick: coarser walks, and big blocks sampled (t_sparse), for slow runs such as valgrind */
+static bool quick;
 
 /* What the test was doing, printed if the allocator aborts the process. */
 static char where[256];
@@ -417,7 +418,7 @@ static void calloc_round(size_t n, int count, const char *ctx) {
   if (count > 64) count = 64;
   for (int i = 0; i < count; i++) {
     v[i] = keep(T_malloc(n));
-    if (v[i]) memset(v[i], 0xAA, T_usable(v[i]));
+    if (v[i]) t_dirty(v[i], T_usable(v[i]), 0xAA);
   }
   for (int i = 0; i < count; i++) T_free(v[i]);
   for (int i = 0; i < count; i++) {
@@ -431,7 +432,7 @@ static void calloc_round(size_t n, int count, const char *ctx) {
     if (bad != SIZE_MAX)
       FAIL("%s: " T_API "calloc(%zu) = %p: byte at offset %zu is 0x%02x, not zero", ctx, n, v[i],
            bad, ((unsigned char *)v[i])[bad]);
-    memset(v[i], 0xAA, T_usable(v[i])); /* dirty again for the next round */
+    t_dirty(v[i], T_usable(v[i]), 0xAA); /* dirty again for the next round */
   }
   for (int i = 0; i < count; i++) T_free(v[i]);
 }
@@ -933,9 +934,10 @@ static bool run_group(const char *name, void (*fn)(void), bool in_child) {
 int main(int argc, char **argv) {
   bool fork_groups = true;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--quick"))
+    if (!strcmp(argv[i], "--quick")) {
       quick = true;
-    else if (!strcmp(argv[i], "--no-fork"))
+      t_sparse = true;
+    } else if (!strcmp(argv[i], "--no-fork"))
       fork_groups = false;
     else
       DIE("unknown argument %s (use --quick, --no-fork)", argv[i]);
