@@ -140,9 +140,9 @@ static unsigned opt_word(const char *name, const char *const *words, unsigned n,
 
 /* Every option rill_init reads, for the look at misspelt names below: one
  * left out would be reported as a misspelling of its nearest neighbour. */
-static const char *const opt_names[] = {"RILL_SHOW_STATS",   "RILL_HUGEPAGES",
-                                        "RILL_PURGE_THREAD", "RILL_PURGE_DELAY_MS",
-                                        "RILL_PURGE",        "RILL_COMMIT"};
+static const char *const opt_names[] = {
+    "RILL_SHOW_STATS", "RILL_HUGEPAGES", "RILL_PURGE_THREAD", "RILL_PURGE_DELAY_MS",
+    "RILL_PURGE",      "RILL_COMMIT",    "RILL_DEEPBIND"};
 #define OPT_NAME_MAX 40
 
 /* Edits (insertions, deletions, substitutions) that turn a[0..na) into b. */
@@ -353,6 +353,10 @@ bool rill_init(void) {
                                       ": unrecognised value, accepted: auto, demand; "
                                       "using the default (auto)") == 1 ||
                              overcommit_strict();
+    static const char *const deepbind[] = {"strip", "keep"};
+    rill_opt.deepbind_keep = opt_word("RILL_DEEPBIND", deepbind, 2,
+                                      ": unrecognised value, accepted: strip, keep; "
+                                      "using the default (strip)") == 1;
     /* each decommitted stretch can cost two mappings: stretches are kept to
      * a quarter of the kernel's limit in mappings (pool.c, runs.c) */
     rill_opt.gone_max = (uint32_t)(sysctl_num("/proc/sys/vm/max_map_count", 65530) / 8);

@@ -34,13 +34,14 @@ fi
 # 3. Malformed options: one line each naming the variable and the accepted
 #    values, the program still runs normally.
 err=$(RILL_PURGE_DELAY_MS=soon RILL_PURGE=later RILL_HUGEPAGES=2 RILL_SHOW_STATS=maybe RILL_PURGE_THREAD=sometimes \
-  LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
+  RILL_DEEPBIND=drop LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
 rc=$?
 for v in "RILL_PURGE_DELAY_MS: unrecognised value, accepted: a whole number from 0 to 3600000" \
   "RILL_PURGE: unrecognised value, accepted: dontneed, free" \
   "RILL_HUGEPAGES: unrecognised value, accepted: 1/0" \
   "RILL_SHOW_STATS: unrecognised value, accepted: 1/0" \
-  "RILL_PURGE_THREAD: unrecognised value, accepted: auto, 1/0"; do
+  "RILL_PURGE_THREAD: unrecognised value, accepted: auto, 1/0" \
+  "RILL_DEEPBIND: unrecognised value, accepted: strip, keep"; do
   if [ "$(grep -c "^rill: $v" <<<"$err")" != 1 ]; then
     echo "FAIL: expected exactly one warning line 'rill: $v...'; stderr was:"
     echo "$err"
@@ -52,7 +53,7 @@ if [ $rc -ne 0 ]; then
   fail=1
 fi
 err=$(RILL_PURGE_DELAY_MS=250 RILL_PURGE=free RILL_HUGEPAGES=on RILL_PURGE_THREAD=AUTO RILL_SHOW_STATS=0 \
-  RILL_COMMIT=auto LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
+  RILL_COMMIT=auto RILL_DEEPBIND=keep LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
 if grep -q '^rill:' <<<"$err"; then
   echo "FAIL: valid options drew a warning: $err"
   fail=1
@@ -60,20 +61,21 @@ fi
 # 4. Misspelt option names: a RILL_* name within two edits of an option, or
 #    the start of one, draws one line naming the option meant; a program's
 #    own RILL_* variables, far from every option, draw nothing.
-err=$(RILL_PURGE_DELAY=250 RILL_HUGE_PAGES=1 RILL_COMIT=demand RILL_MY_APP_MODE=fast RILL_BUILD_DIR=x \
+err=$(RILL_PURGE_DELAY=250 RILL_HUGE_PAGES=1 RILL_COMIT=demand RILL_DEEP_BIND=keep RILL_MY_APP_MODE=fast RILL_BUILD_DIR=x \
   LD_PRELOAD=$lib "$probe" --mode random --threads 1 --ops 1000 2>&1 >/dev/null)
 rc=$?
 for v in "RILL_PURGE_DELAY: not an option, ignored; did you mean RILL_PURGE_DELAY_MS?" \
   "RILL_HUGE_PAGES: not an option, ignored; did you mean RILL_HUGEPAGES?" \
-  "RILL_COMIT: not an option, ignored; did you mean RILL_COMMIT?"; do
+  "RILL_COMIT: not an option, ignored; did you mean RILL_COMMIT?" \
+  "RILL_DEEP_BIND: not an option, ignored; did you mean RILL_DEEPBIND?"; do
   if [ "$(grep -cxF "rill: $v" <<<"$err")" != 1 ]; then
     echo "FAIL: expected exactly one line 'rill: $v'; stderr was:"
     echo "$err"
     fail=1
   fi
 done
-if [ "$(grep -c '^rill:' <<<"$err")" != 3 ] || [ $rc -ne 0 ]; then
-  echo "FAIL: expected three warning lines and a normal run (exit $rc); stderr was:"
+if [ "$(grep -c '^rill:' <<<"$err")" != 4 ] || [ $rc -ne 0 ]; then
+  echo "FAIL: expected four warning lines and a normal run (exit $rc); stderr was:"
   echo "$err"
   fail=1
 fi

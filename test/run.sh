@@ -129,6 +129,10 @@ need pkg-config pkg-config
 need sort coreutils
 need javac openjdk-17-jdk-headless # test/real/java.sh (a JVM under rill)
 need ruby ruby                      # test/real/ruby.sh (Ruby threads under rill)
+need php php-cli                    # test/real/php.sh (extensions opened with RTLD_DEEPBIND)
+if command -v php >/dev/null && ! php -m 2>/dev/null | grep -qx zip; then
+  apt_install php-curl php-zip php-mysql || true
+fi
 # clang's sanitizer and libFuzzer runtimes live in a versioned package.
 CLANG_RT=""
 if command -v clang >/dev/null; then
@@ -472,7 +476,7 @@ if command -v aarch64-linux-gnu-gcc >/dev/null; then
       set -e
       for f in "$1"/src/*.c; do
         aarch64-linux-gnu-gcc -std=gnu11 -O2 -fPIC -Wall -Wextra -Wshadow -Werror \
-          -fvisibility=hidden -ftls-model=initial-exec -I"$1/include" -c "$f" \
+          -fvisibility=hidden -ftls-model=initial-exec -DRILL_SHARED=1 -I"$1/include" -c "$f" \
           -o "$2/$(basename "$f" .c).o"
       done
       aarch64-linux-gnu-gcc -shared -o "$2/librill.so" "$2"/*.o -lpthread
