@@ -97,6 +97,15 @@ WORKLOADS = [
     Workload("ruby-32", "the same with 32 threads, 3,000 requests each: a thread per "
              "connection, most of them waiting at any moment", "ruby", "ruby",
              lambda d: ["ruby", str(REAL_DIR / "server.rb"), "32", "3000"]),
+    Workload("php", "PHP 8 with USE_ZEND_ALLOC=0 (every block from malloc): libcurl reads a "
+             "600 KB file 2,000 times, libzip writes and reads a 300-entry archive, arrays "
+             "and JSON (test/real/php_work.php). PHP 8.2-8.4 opens the curl, zip and mysqli "
+             "extensions with RTLD_DEEPBIND, which binds their malloc to the C library's "
+             "unless the allocator drops the flag (src/deepbind.c)", "php",
+             "php-cli php-curl php-zip php-mysql",
+             lambda d: ["php", str(suite.REPO_DIR / "test" / "real" / "php_work.php"), str(d),
+                        "2000"],
+             env={"USE_ZEND_ALLOC": "0"}),
     Workload("python", "python3 with PYTHONMALLOC=malloc: dicts and lists to JSON and "
              "back, sorted (bench/real/objects.py)", "python3", "python3",
              lambda d: ["python3", str(REAL_DIR / "objects.py")],

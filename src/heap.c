@@ -1066,7 +1066,9 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
  * span start, so they come out aligned. The colour of 256, 512 and 1,024 B
  * (128) is not a multiple of 256-1,024, so those alignments take the
  * classes' uncoloured twins: a block of 256 B aligned to 256 took the 1,280
- * B class, which 100,000 of them made 126 MiB (jemalloc 28). */
+ * B class, which 100,000 of them made 126 MiB (jemalloc 28). The run classes
+ * whose spans take a colour of their own (class_run_coloured) keep only
+ * COLOUR_STEP's alignment; larger alignments pass them by. */
 static unsigned class_for(size_t n, size_t align) {
   size_t m = n > align ? n : align;
   if (m > CLASS_MAX || align > SLOT_SIZE) return CLS_LARGE;
@@ -1075,8 +1077,9 @@ static unsigned class_for(size_t n, size_t align) {
    * slow path, once per span change, divides by nothing */
   if (align <= 16) return c;
   for (;; c++) {
+    if (c >= NPLAIN) return CLS_LARGE;
     size_t sz = class_size(c);
-    if (sz % align) continue;
+    if (sz % align || (align > COLOUR_STEP && class_run_coloured(c))) continue;
     if (class_color(c) % align == 0) return c;
     if (!(sz & (sz - 1))) return CLS_TWIN0 + (unsigned)__builtin_ctzll(sz >> 8); /* 256 << k */
   }

@@ -558,6 +558,11 @@ unsigned class_order(unsigned cls) INTERNAL;
 size_t class_slots(unsigned cls) INTERNAL;
 size_t class_color(unsigned cls) INTERNAL;
 bool class_is_run(unsigned cls) INTERNAL;
+/* Run classes' spans start their blocks a colour in, a multiple of this, so
+ * their blocks keep the 256-byte boundaries the other classes' blocks sit on
+ * (span.c, run_colour; heap.c, class_for). */
+#define COLOUR_STEP ((size_t)256)
+bool class_run_coloured(unsigned cls) INTERNAL;
 /* The spans of classes over 4 KiB are runs of runs.c rather than spans of
  * the pool (class_is_run, span.c; heap_next_span): from this order up (128
  * KiB; classes from 40 KiB) cut to the blocks a span of the order holds,

@@ -67,6 +67,11 @@ static bool cls_run[NCLASSES];
 static uint16_t cls_color[NCLASSES];
 #define COLOR_BYTES 128u
 
+/* Run classes (over 4 KiB) whose runs have bytes to spare past their last
+ * block: each span starts its blocks a colour in from the run's start, a
+ * multiple of COLOUR_STEP that varies from run to run (run_colour). */
+static bool cls_runcol[NCLASSES];
+
 /* The slots, 4 to 8 and whole pages, whose bytes a block of sz divides, or
  * failing that leave the smallest share past the last block; the fewest on a
  * tie. 4,608 and 9,216 B take 4 slots (a 1 KiB tail, 1.6%); 18 KiB takes 8,
@@ -132,6 +137,7 @@ void span_module_init(void) {
     cls_slots[c] = (uint32_t)(!cls_run[c]      ? (size_t)1 << o
                               : o >= RUN_ORDER ? run_slots(blocks * sz)
                                                : exact_big(sz));
+    cls_runcol[c] = cls_run[c] && ((size_t)cls_slots[c] * SLOT_SIZE) % sz >= COLOUR_STEP;
   }
 }
 
@@ -141,6 +147,27 @@ unsigned class_order(unsigned cls) {
 
 bool class_is_run(unsigned cls) {
   return cls_run[cls];
+}
+
+bool class_run_coloured(unsigned cls) {
+  return cls_runcol[cls];
+}
+
+/* A colour for the run at `start`, a multiple of COLOUR_STEP up to `room`
+ * and under a page: from the run's place in the arena, so runs side by side
+ * differ. A run class's blocks otherwise start at the same page offsets in
+ * every run, and a copy from one of them into a block elsewhere that sits a
+ * header in (a string's 24 bytes) can have (dst - src) mod 4 KiB at 8-24 in
+ * every run alike: AMD's Zen 3 and 4 run glibc's `rep movsb` copies 20-30x
+ * slower at such distances (docs/benchmarks.md, "Run classes at varying page
+ * offsets"). Only classes whose runs have bytes to spare take one: giving
+ * the others a slot more for it cost the sizes sweep 20% of its time and 12%
+ * of its peak. */
+static size_t run_colour(uintptr_t start, size_t room) {
+  size_t max = rill_arena.page - COLOUR_STEP;
+  if (room > max) room = max;
+  uint64_t x = (uint64_t)(start >> SLOT_SHIFT) * 0x9E3779B97F4A7C15ull;
+  return (size_t)((x >> 40) % (room / COLOUR_STEP + 1)) * COLOUR_STEP;
 }
 
 size_t class_slots(unsigned cls) {
@@ -161,8 +188,9 @@ void span_init_class(span_t *sp, unsigned cls, heap_t *h, bool warm) {
   SPAN_SET(sp, cls, (uint8_t)cls);
   SPAN_SET(sp, bsize, (uint32_t)bs);
   sp->magic = block_magic(bs);
-  sp->start = span_start(sp) + cls_color[cls];
-  sp->cap = (uint32_t)((span_bytes(sp) - cls_color[cls]) / bs);
+  size_t col = cls_runcol[cls] ? run_colour(span_start(sp), span_bytes(sp) % bs) : cls_color[cls];
+  sp->start = span_start(sp) + col;
+  sp->cap = (uint32_t)((span_bytes(sp) - col) / bs);
   sp->carve_step = (uint16_t)carve_first(sp, warm);
   sp->prev = sp->next = NULL;
   SPAN_SET(sp, fresh, 0);
