@@ -158,7 +158,7 @@ bool class_run_coloured(unsigned cls) {
  * differ. A run class's blocks otherwise start at the same page offsets in
  * every run, and a copy from one of them into a block elsewhere that sits a
  * header in (a string's 24 bytes) can have (dst - src) mod 4 KiB at 8-24 in
- * every run alike: AMD's Zen 3 and 4 run glibc's `rep movsb` copies 20-30x
+ * every run alike: an AMD Zen 3 runs glibc 2.36's `rep movsb` copies 20-30x
  * slower at such distances (docs/benchmarks.md, "Run classes at varying page
  * offsets"). Only classes whose runs have bytes to spare take one: giving
  * the others a slot more for it cost the sizes sweep 20% of its time and 12%

@@ -446,7 +446,7 @@ static void growing_blocks_become_runs(void) {
 /* Blocks of a run class whose runs have bytes to spare start a colour into each run, a
  * multiple of 256 B that varies from run to run (span.c, run_colour): 18 KiB blocks, seven to
  * a run of 128 KiB, sat at page offsets 0 and 2048 in every run before, so a copy from one
- * into a block a header into a page-aligned buffer ran 20-30x slower on AMD's Zen 3 and 4.
+ * into a block a header into a page-aligned buffer ran 20-30x slower on an AMD Zen 3.
  * Blocks aligned to a page in that class's sizes still come out aligned, from a class or a
  * run that has no colour. */
 static void run_colours(void) {
