@@ -133,8 +133,9 @@ typedef struct span {
   /* --- read-mostly: written when the span is formatted or carved --- */
   _Atomic(struct heap *) attached; /* heap whose fast path may touch this span */
   uintptr_t start;                 /* address of the first block: the span's first byte
-                                    * plus its class's colour (class_color), which is less
-                                    * than a slot, so span_start masks it off */
+                                    * plus its colour (class_color; a run class's varies
+                                    * by run, run_colour), less than a slot, so span_start
+                                    * masks it off */
   uint64_t magic;                  /* 2^64 / bsize, plus one (block_test) */
   uint64_t limit;                  /* carved * err: block_test's bound. Only the owner
                                     * writes it (__atomic stores, for remote frees' checks),
@@ -525,9 +526,10 @@ bool span_block_ok(const span_t *sp, uintptr_t p) INTERNAL;
  * direct computation", 2019), with err kept above zero so that the same
  * compare bounds the index. The caller passes off = p - start for the span
  * the head table gives p. The span starts at or below p, its first block
- * may not: p in the colour before it (class_color, under one block) wraps
- * off to 2^64 - k with 0 < k < d, and the product is then above
- * (d - k) * 2^64 / d - 2d >= 2^54 for d <= 1 KiB, far above any limit. */
+ * may not: p in the colour before it (class_color or a run's run_colour,
+ * under one block) wraps off to 2^64 - k with 0 < k < d, and the product is
+ * then above (d - k) * 2^64 / d - 2d, at least 2^54 for d <= 1 KiB and 2^46
+ * for d <= 256 KiB, far above any limit. */
 static inline uint64_t block_test(const span_t *sp, uint64_t off) {
   return off * sp->magic;
 }

@@ -160,9 +160,9 @@ bool class_run_coloured(unsigned cls) {
  * header in (a string's 24 bytes) can have (dst - src) mod 4 KiB at 8-24 in
  * every run alike: an AMD Zen 3 runs glibc 2.36's `rep movsb` copies 20-30x
  * slower at such distances (docs/benchmarks.md, "Run classes at varying page
- * offsets"). Only classes whose runs have bytes to spare take one: giving
- * the others a slot more for it cost the sizes sweep 20% of its time and 12%
- * of its peak. */
+ * offsets"). Only classes whose runs have bytes to spare take one: a build
+ * that gave the others a slot more for it (and coloured large objects) took
+ * the sizes sweep at 16 KiB-1 MiB 1.2-1.3x the time and 12% more peak. */
 static size_t run_colour(uintptr_t start, size_t room) {
   size_t max = rill_arena.page - COLOUR_STEP;
   if (room > max) room = max;
