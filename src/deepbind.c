@@ -44,6 +44,9 @@ static bool deepbind_kept(void) {
 #elif defined(__GNUC__)
 #define TAIL_CALL
 #define SIBLING_CALLS __attribute__((optimize("O2")))
+#else /* another compiler: a call, so the caller's run path is not searched */
+#define TAIL_CALL
+#define SIBLING_CALLS
 #endif
 
 EXPORT SIBLING_CALLS void *dlopen(const char *file, int mode) {
