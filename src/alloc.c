@@ -9,8 +9,6 @@
 
 #include "internal.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 /* ---- which heap: the thread's own, or a locked shared one (variants) ---- */
 #if RILL_VARIANT == 0
 static inline heap_t *cur_heap(void) {

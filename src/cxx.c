@@ -7,7 +7,6 @@
 #include "internal.h"
 
 #ifndef RILL_NO_OVERRIDE
-#define EXPORT __attribute__((visibility("default")))
 /* The mangled names have no C header to declare them. */
 #pragma GCC diagnostic ignored "-Wmissing-prototypes"
 

@@ -14,6 +14,7 @@
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define INTERNAL    __attribute__((visibility("hidden")))
+#define EXPORT      __attribute__((visibility("default"))) /* the library's interface */
 #define NOINLINE    __attribute__((noinline))
 #define COLD        __attribute__((cold, noinline))
 #define RLX         memory_order_relaxed

@@ -41,7 +41,6 @@ static int pr_limit64(pid_t pid, res_t resource, const struct rlimit64 *rl, stru
                   (struct rlimit *)(void *)old);
 }
 
-#define EXPORT __attribute__((visibility("default")))
 EXPORT int setrlimit(res_t resource, const struct rlimit *rl) __attribute__((alias("set_limit")));
 EXPORT int setrlimit64(res_t resource, const struct rlimit64 *rl)
     __attribute__((alias("set_limit64")));

@@ -122,12 +122,12 @@ static void purger_out_of_the_way(void) {
   for (int i = 0; i < 10000 && threads_now() > 1; i++) sched_yield();
 }
 
-int unshare(int flags) __attribute__((visibility("default")));
+int unshare(int flags) EXPORT;
 int unshare(int flags) {
   purger_out_of_the_way();
   return (int)syscall(SYS_unshare, flags);
 }
-int setns(int fd, int nstype) __attribute__((visibility("default")));
+int setns(int fd, int nstype) EXPORT;
 int setns(int fd, int nstype) {
   purger_out_of_the_way();
   return (int)syscall(SYS_setns, fd, nstype);

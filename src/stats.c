@@ -78,7 +78,7 @@ static void sum_span(span_t *sp, uintptr_t at, unsigned st, uint64_t used, void 
     s->spans_hot++;
 }
 
-__attribute__((visibility("default"))) void rill_stats_get(struct rill_stats *out) {
+EXPORT void rill_stats_get(struct rill_stats *out) {
   struct rill_stats s = {0};
   if (atomic_load_explicit(&rill_ready, ACQ)) {
     s.bytes_reserved = __atomic_load_n(&rill_arena.size, __ATOMIC_RELAXED);
@@ -143,8 +143,7 @@ static void class_span(span_t *sp, uintptr_t at, unsigned st, uint64_t used, voi
   r->blocks_free += carved > used ? carved - used : 0;
 }
 
-__attribute__((visibility("default"))) size_t rill_class_stats_get(struct rill_class_stats *out,
-                                                                   size_t n) {
+EXPORT size_t rill_class_stats_get(struct rill_class_stats *out, size_t n) {
   if (!atomic_load_explicit(&rill_ready, ACQ)) return 0;
   struct rill_class_stats rows[NCLASSES + 1];
   memset(rows, 0, sizeof rows);
@@ -178,7 +177,7 @@ static char *put_num(char *o, const char *label, uint64_t v) {
   return o;
 }
 
-__attribute__((visibility("default"))) void rill_stats_print(int fd) {
+EXPORT void rill_stats_print(int fd) {
   struct rill_stats s;
   rill_stats_get(&s);
   char buf[640], *o = buf;
@@ -250,7 +249,7 @@ static struct mallinfo2 info_of(const struct rill_stats *s) {
   return m;
 }
 
-__attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void) {
+EXPORT struct mallinfo2 mallinfo2(void) {
   struct rill_stats s;
   rill_stats_get(&s);
   return info_of(&s);
@@ -261,7 +260,7 @@ static int clamp_int(size_t v) {
 }
 
 /* The int fields wrap in glibc past 2 GiB; here they stop at INT_MAX. */
-__attribute__((visibility("default"))) struct mallinfo mallinfo(void) {
+EXPORT struct mallinfo mallinfo(void) {
   struct rill_stats s;
   rill_stats_get(&s);
   struct mallinfo2 m = info_of(&s);
@@ -274,14 +273,14 @@ __attribute__((visibility("default"))) struct mallinfo mallinfo(void) {
   return r;
 }
 
-__attribute__((visibility("default"))) void malloc_stats(void) {
+EXPORT void malloc_stats(void) {
   rill_stats_print(2);
 }
 
 /* glibc's format is XML with one element per arena; this is one element
  * with rill's counters, under the same root. Options must be 0, as glibc
  * requires. */
-__attribute__((visibility("default"))) int malloc_info(int options, FILE *fp) {
+EXPORT int malloc_info(int options, FILE *fp) {
   if (options != 0 || !fp) {
     errno = EINVAL;
     return -1;
