@@ -2,7 +2,8 @@
  * itself and its own dependencies first, so its malloc and free bind to the C
  * library's while the program's are rill's, and a block crossing between them
  * is freed by the wrong allocator (PHP's extensions abort at start-up so under
- * every preloaded allocator). rill drops the flag unless RILL_DEEPBIND=keep. */
+ * every preloaded allocator). rill drops the flag unless RILL_DEEPBIND=keep,
+ * from dlopen and from dlmopen into the program's own namespace. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 
@@ -11,17 +12,18 @@
 /* Only the shared library replaces dlopen: a static program's dlopen is the
  * C library's own, whose definition a second one would clash with. */
 #if !defined(RILL_NO_OVERRIDE) && defined(RILL_SHARED)
-#define EXPORT __attribute__((visibility("default")))
 typedef void *(*dlopen_fn)(const char *, int);
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
 
-/* The next dlopen after rill's, the C library's; every thread finds the same. */
-static dlopen_fn next_dlopen(void) {
-  static dlopen_fn next;
-  dlopen_fn f = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
+/* The next definition of NAME after rill's, the C library's, kept in *SLOT;
+ * every thread finds the same. */
+static void *next_sym(void **slot, const char *name) {
+  void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
   if (unlikely(!f)) {
-    f = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
-    __atomic_store_n(&next, f, __ATOMIC_RELEASE);
+    f = dlsym(RTLD_NEXT, name);
+    __atomic_store_n(slot, f, __ATOMIC_RELEASE);
   }
+  if (unlikely(!f)) rill_message(name, ": the C library's definition was not found");
   return f;
 }
 
@@ -50,12 +52,21 @@ static bool deepbind_kept(void) {
 #endif
 
 EXPORT SIBLING_CALLS void *dlopen(const char *file, int mode) {
-  dlopen_fn f = next_dlopen();
-  if (unlikely(!f)) {
-    rill_message("dlopen", ": the C library's dlopen was not found");
-    return NULL;
-  }
+  static void *next;
+  dlopen_fn f = (dlopen_fn)next_sym(&next, "dlopen");
+  if (unlikely(!f)) return NULL;
   if ((mode & RTLD_DEEPBIND) && !deepbind_kept()) mode &= ~RTLD_DEEPBIND;
   TAIL_CALL return f(file, mode);
+}
+
+/* A new namespace (LM_ID_NEWLM, or one made by an earlier dlmopen) loads a C
+ * library of its own and not rill, whose malloc its libraries use with or
+ * without the flag; so the flag is dropped in the program's namespace only. */
+EXPORT SIBLING_CALLS void *dlmopen(Lmid_t ns, const char *file, int mode) {
+  static void *next;
+  dlmopen_fn f = (dlmopen_fn)next_sym(&next, "dlmopen");
+  if (unlikely(!f)) return NULL;
+  if (ns == LM_ID_BASE && (mode & RTLD_DEEPBIND) && !deepbind_kept()) mode &= ~RTLD_DEEPBIND;
+  TAIL_CALL return f(ns, file, mode);
 }
 #endif

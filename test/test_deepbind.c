@@ -8,7 +8,9 @@
  *                               what the default run shows), and no block crosses
  *   test_deepbind --runpath NAME  NAME found through this program's DT_RUNPATH alone: rill's
  *                               dlopen must jump to the C library's, which reads its caller
- *                               from the return address, with and without RTLD_DEEPBIND */
+ *                               from the return address, with and without RTLD_DEEPBIND
+ * With --dlmopen first, each mode opens through dlmopen(LM_ID_BASE, ...) instead, and the
+ * default mode also opens the plugin into a new namespace, whose C library is its own. */
 #include "rill_test.h"
 
 #include <dlfcn.h>
@@ -21,22 +23,51 @@ static void *sym(void *h, const char *name) {
   return f;
 }
 
+static bool use_dlmopen;
+
+/* Called from main, so the caller the C library reads is this program either way. */
+static void *open_lib(const char *file, int mode) {
+  return use_dlmopen ? dlmopen(LM_ID_BASE, file, mode) : dlopen(file, mode);
+}
+
+/* A new namespace loads a C library of its own, not rill: the plugin's free is that
+ * library's, and rill's dlmopen passes the flag on there (its only effect is within the
+ * namespace). */
+static void new_namespace(const char *plugin, void *own_free) {
+  void *h = dlmopen(LM_ID_NEWLM, plugin, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  CHECK(h != NULL, "dlmopen(LM_ID_NEWLM, RTLD_DEEPBIND): %s", dlerror());
+  if (!h) return;
+  void *ns_free = ((fn_t)sym(h, "plugin_free_fn"))();
+  CHECK(ns_free != own_free, "a new namespace's plugin shares the program's free %p", own_free);
+  void (*plugin_release)(void *) = (void (*)(void *))sym(h, "plugin_release");
+  void *(*plugin_alloc)(size_t) = (void *(*)(size_t))sym(h, "plugin_alloc");
+  plugin_release(plugin_alloc(1000)); /* its own allocator, both ways */
+  dlclose(h);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--dlmopen")) {
+    use_dlmopen = true;
+    argv++;
+    argc--;
+  }
+  const char *opener = use_dlmopen ? "dlmopen(LM_ID_BASE, " : "dlopen(";
   if (argc == 3 && !strcmp(argv[1], "--runpath")) {
     /* a bare name: only this program's run path holds it */
     for (int deep = 0; deep < 2; deep++) {
-      void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL | (deep ? RTLD_DEEPBIND : 0));
-      CHECK(h != NULL, "dlopen(\"%s\"%s) through the program's run path: %s", argv[2],
+      void *h = open_lib(argv[2], RTLD_NOW | RTLD_LOCAL | (deep ? RTLD_DEEPBIND : 0));
+      CHECK(h != NULL, "%s\"%s\"%s) through the program's run path: %s", opener, argv[2],
             deep ? ", RTLD_DEEPBIND" : "", dlerror());
       if (h) dlclose(h);
     }
     return t_finish("test_deepbind --runpath");
   }
   bool keep = argc == 3 && !strcmp(argv[1], "--keep");
-  if (argc != 2 + keep) DIE("usage: test_deepbind [--keep] PLUGIN | --runpath NAME");
+  if (argc != 2 + keep)
+    DIE("usage: test_deepbind [--dlmopen] [--keep] PLUGIN | [--dlmopen] --runpath NAME");
   const char *plugin = argv[1 + keep];
-  void *h = dlopen(plugin, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-  if (!h) DIE("dlopen %s: %s", plugin, dlerror());
+  void *h = open_lib(plugin, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  if (!h) DIE("%s%s, RTLD_DEEPBIND): %s", opener, plugin, dlerror());
   void *plugin_free = ((fn_t)sym(h, "plugin_free_fn"))();
   void *(*plugin_alloc)(size_t) = (void *(*)(size_t))sym(h, "plugin_alloc");
   void (*plugin_release)(void *) = (void (*)(void *))sym(h, "plugin_release");
@@ -71,5 +102,6 @@ int main(int argc, char **argv) {
     plugin_release(q);
   }
   dlclose(h);
+  if (use_dlmopen) new_namespace(plugin, own_free);
   return t_finish("test_deepbind");
 }
