@@ -130,6 +130,7 @@ need sort coreutils
 need javac openjdk-17-jdk-headless # test/real/java.sh (a JVM under rill)
 need ruby ruby                      # test/real/ruby.sh (Ruby threads under rill)
 need php php-cli                    # test/real/php.sh (extensions opened with RTLD_DEEPBIND)
+need rg ripgrep                     # test/real/ripgrep.sh (a threaded Rust program)
 if command -v php >/dev/null && ! php -m 2>/dev/null | grep -qx zip; then
   apt_install php-curl php-zip php-mysql || true
 fi
