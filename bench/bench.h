@@ -268,6 +268,25 @@ static inline void bench_barrier_init(pthread_barrier_t *b, unsigned count) {
   if (rc != 0) bench_die("pthread_barrier_init: %s", strerror(rc));
 }
 
+/* Worker i's share of `total` among n: the remainder goes to the first ones. */
+static inline uint64_t bench_share(uint64_t total, unsigned n, unsigned i) {
+  return total / n + (i < total % n ? 1 : 0);
+}
+
+/* Runs fn on n workers, the elements of `workers` (each `size` bytes), which
+ * wait on `start` (made here for n + 1) and time themselves into `span`
+ * (bench_span_begin/end); returns the span's seconds once all are joined. */
+static inline double bench_run_workers(unsigned n, void *(*fn)(void *), void *workers, size_t size,
+                                       pthread_barrier_t *start, struct bench_span *span) {
+  pthread_t tid[BENCH_MAX_THREADS];
+  bench_barrier_init(start, n + 1);
+  for (unsigned i = 0; i < n; i++) bench_spawn(&tid[i], fn, (char *)workers + i * size);
+  pthread_barrier_wait(start);
+  for (unsigned i = 0; i < n; i++) bench_join(tid[i]);
+  pthread_barrier_destroy(start);
+  return bench_span_seconds(span);
+}
+
 /* ---- the RESULT line ---------------------------------------------------
  * One line, space-separated key=value pairs, no spaces inside values:
  *   RESULT benchmark=NAME threads=T metric=M value=V unit=U [key=value...]

@@ -104,17 +104,12 @@ int main(int argc, char **argv) {
       opt_pool > UINT32_MAX)
     usage();
 
-  pthread_t tid[BENCH_MAX_THREADS];
-  bench_barrier_init(&start_barrier, threads + 1);
   for (unsigned i = 0; i < threads; i++) {
     workers[i].id = i;
-    workers[i].allocs = total / threads + (i < total % threads ? 1 : 0);
-    bench_spawn(&tid[i], run, &workers[i]);
+    workers[i].allocs = bench_share(total, threads, i);
   }
-  pthread_barrier_wait(&start_barrier);
-  for (unsigned i = 0; i < threads; i++) bench_join(tid[i]);
-  double elapsed = bench_span_seconds(&span);
-  pthread_barrier_destroy(&start_barrier);
+  double elapsed =
+      bench_run_workers(threads, run, workers, sizeof workers[0], &start_barrier, &span);
 
   bench_result_begin("shbench", threads, "time_s", elapsed, "s");
   bench_kv_u64("ops", 2 * total);

@@ -100,16 +100,9 @@ int main(int argc, char **argv) {
   }
   if (opt_count > (1u << 24)) usage();
 
-  pthread_t tid[BENCH_MAX_THREADS];
-  bench_barrier_init(&start_barrier, threads + 1);
-  for (unsigned i = 0; i < threads; i++) {
-    workers[i].id = i;
-    bench_spawn(&tid[i], run, &workers[i]);
-  }
-  pthread_barrier_wait(&start_barrier);
-  for (unsigned i = 0; i < threads; i++) bench_join(tid[i]);
-  double elapsed = bench_span_seconds(&span);
-  pthread_barrier_destroy(&start_barrier);
+  for (unsigned i = 0; i < threads; i++) workers[i].id = i;
+  double elapsed =
+      bench_run_workers(threads, run, workers, sizeof workers[0], &start_barrier, &span);
 
   bench_result_begin("sizes", threads, "time_s", elapsed, "s");
   bench_kv_u64("ops", 2 * opt_count * opt_cycles * threads);
