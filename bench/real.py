@@ -106,6 +106,12 @@ WORKLOADS = [
              lambda d: ["php", str(suite.REPO_DIR / "test" / "real" / "php_work.php"), str(d),
                         "2000"],
              env={"USE_ZEND_ALLOC": "0"}),
+    Workload("node", "Node.js, 4 worker threads (a V8 isolate each): objects, Buffers and "
+             "JSON built and dropped, deflated, inflated and hashed, 20,000 rounds each, while "
+             "libuv's pool gzips for the main thread (test/real/node_work.js)", "node",
+             "nodejs",
+             lambda d: ["node", str(suite.REPO_DIR / "test" / "real" / "node_work.js"), "4",
+                        "20000"]),
     Workload("python", "python3 with PYTHONMALLOC=malloc: dicts and lists to JSON and "
              "back, sorted (bench/real/objects.py)", "python3", "python3",
              lambda d: ["python3", str(REAL_DIR / "objects.py")],

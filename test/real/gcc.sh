@@ -50,7 +50,8 @@ compile_both() { # NAME OUTPUT_SUFFIX COMPILER ARGS... (the last output name is 
 
 compile_both gcc_O2_object .o gcc -O2 -g -c gen.c
 compile_both gcc_O0_object _O0.o gcc -O0 -c gen.c
-compile_both gcc_link_exe .exe gcc -O2 gen.c
+# the link alone (collect2, ld) of the object both runs made the same; cc1 at O2 is above
+compile_both gcc_link_exe .exe gcc base.o
 compile_both gpp_O2_object _cxx.o g++ -std=c++17 -O2 -c "$HERE/cxx_prog.cc"
 compile_both gpp_link_exe _cxx.exe g++ -std=c++17 -O1 -pthread "$HERE/cxx_prog.cc"
 [ -x base.exe ] && both run_generated_exe ./base.exe
