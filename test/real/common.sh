@@ -89,6 +89,21 @@ same() {
   fi
 }
 
+# skip_without CMD... -- WHAT: exits 77 (ctest: skipped) unless every CMD is on PATH, saying
+# WHAT (the program and how to install it).
+skip_without() {
+  local c
+  while [ "$1" != "--" ]; do
+    c=$1
+    shift
+    command -v "$c" >/dev/null || {
+      shift $(($# - 1))
+      echo "no $1: not run"
+      exit 77
+    }
+  done
+}
+
 finish_real() {
   if [ "$FAILURES" -ne 0 ]; then
     echo "$(basename "$0"): $FAILURES of $CHECKS checks FAILED"

@@ -8,10 +8,7 @@ set -u
 . "$(dirname "$0")/common.sh"
 setup_real "$@"
 ROUNDS=${2:-300}
-command -v javac >/dev/null && command -v java >/dev/null || {
-  echo "no javac/java (apt-get install openjdk-17-jdk-headless): not run"
-  exit 77
-}
+skip_without javac java -- "javac/java (apt-get install openjdk-17-jdk-headless)"
 SRC="$(cd "$(dirname "$0")/../../bench/real" && pwd)/Native.java"
 javac -d "$WORK" "$SRC" || {
   echo "javac failed"

@@ -8,10 +8,7 @@ set -u
 . "$(dirname "$0")/common.sh"
 setup_real "$@"
 ROUNDS=${2:-4000}
-command -v node >/dev/null || {
-  echo "no node (Node.js): not run"
-  exit 77
-}
+skip_without node -- "node (Node.js)"
 JS="$(cd "$(dirname "$0")" && pwd)/node_work.js"
 both node_workers_4 node "$JS" 4 "$ROUNDS"
 both node_workers_16 node "$JS" 16 $((ROUNDS / 4))

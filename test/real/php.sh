@@ -11,10 +11,7 @@ set -u
 . "$(dirname "$0")/common.sh"
 setup_real "$@"
 ROUNDS=${2:-200}
-command -v php >/dev/null || {
-  echo "no php (apt-get install php-cli php-curl php-zip php-mysql): not run"
-  exit 77
-}
+skip_without php -- "php (apt-get install php-cli php-curl php-zip php-mysql)"
 for ext in curl zip mysqli; do
   php -m | grep -qx "$ext" || {
     echo "php has no $ext extension (apt-get install php-curl php-zip php-mysql): not run"

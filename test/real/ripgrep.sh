@@ -10,10 +10,7 @@ set -u
 . "$(dirname "$0")/common.sh"
 setup_real "$@"
 FILES=${2:-400}
-command -v rg >/dev/null || {
-  echo "no rg (apt-get install ripgrep): not run"
-  exit 77
-}
+skip_without rg -- "rg (apt-get install ripgrep)"
 CORPUS="$WORK/corpus"
 mkdir -p "$CORPUS"
 # file i: i lines that match, then filler; lines of 10-2000 bytes

@@ -10,10 +10,7 @@ set -u
 . "$(dirname "$0")/common.sh"
 setup_real "$@"
 REQ=${2:-1500}
-command -v ruby >/dev/null || {
-  echo "no ruby (apt-get install ruby): not run"
-  exit 77
-}
+skip_without ruby -- "ruby (apt-get install ruby)"
 SRV="$(cd "$(dirname "$0")/../../bench/real" && pwd)/server.rb"
 both ruby_threads_8 env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=8 ruby "$SRV" 8 "$REQ"
 both ruby_threads_32 env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=8 ruby "$SRV" 32 $((REQ / 4))
