@@ -374,8 +374,17 @@ say "RILL_DEBUG stress"
 . "$ROOT/test/debug_cc.sh"
 DBG="$B/debug"
 mkdir -p "$DBG"
-if step "RILL_DEBUG build" "$LOGS/debug-build.log" \
-  debug_cc "$ROOT" "$DBG/stress_debug" "$ROOT/test/stress.c"; then
+# The five builds (one compiler each) start together, as TSan's do, so the second core
+# builds while the first runs.
+bg "$LOGS/debug-build.log" debug_cc "$ROOT" "$DBG/stress_debug" "$ROOT/test/stress.c"
+bg "$LOGS/debug-build-windows.log" \
+  debug_cc "$ROOT" "$DBG/stress_debug_windows" "$ROOT/test/stress.c" -DRILL_RACE_WINDOWS
+bg "$LOGS/debug-build-young.log" \
+  debug_cc "$ROOT" "$DBG/stress_debug_young" "$ROOT/test/stress.c" -DYOUNG_THREADS=2
+bg "$LOGS/debug-build-lend.log" debug_cc "$ROOT" "$DBG/lend_debug" "$ROOT/test/test_lend.c"
+bg "$LOGS/debug-build-aslimit.log" \
+  debug_cc "$ROOT" "$DBG/aslimit_debug" "$ROOT/test/test_aslimit.c"
+if bg_step "RILL_DEBUG build" "$LOGS/debug-build.log"; then
   step "RILL_DEBUG stress: random, prodcons, churn, tls, fork" "$LOGS/debug-stress.log" \
     "$DBG/stress_debug" --mode random,prodcons,churn,tls,fork --threads 1,4,16 --ops $TS_OPS \
     --items $TS_ITEMS --churn $TS_CHURN --forks $TS_FORKS
@@ -384,8 +393,7 @@ if step "RILL_DEBUG build" "$LOGS/debug-build.log" \
 fi
 # with race windows and the purger at 5 ms: the build that found two ways to pool a span with
 # a block out (docs/testing.md, "Two races the windows found")
-if step "RILL_DEBUG build (race windows)" "$LOGS/debug-build-windows.log" \
-  debug_cc "$ROOT" "$DBG/stress_debug_windows" "$ROOT/test/stress.c" -DRILL_RACE_WINDOWS; then
+if bg_step "RILL_DEBUG build (race windows)" "$LOGS/debug-build-windows.log"; then
   for k in 1 2 3; do
     step "RILL_DEBUG stress, race windows, purger ($k of 3)" "$LOGS/debug-windows-$k.log" \
       env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=5 "$DBG/stress_debug_windows" \
@@ -395,22 +403,19 @@ if step "RILL_DEBUG build (race windows)" "$LOGS/debug-build-windows.log" \
 fi
 # young blocks from the third live thread on (src/heap.c): the shadow bytes and span checks
 # over the shared heaps' spans
-if step "RILL_DEBUG build (young blocks)" "$LOGS/debug-build-young.log" \
-  debug_cc "$ROOT" "$DBG/stress_debug_young" "$ROOT/test/stress.c" -DYOUNG_THREADS=2; then
+if bg_step "RILL_DEBUG build (young blocks)" "$LOGS/debug-build-young.log"; then
   step "RILL_DEBUG stress, young blocks" "$LOGS/debug-stress-young.log" \
     "$DBG/stress_debug_young" --mode random,prodcons,churn,fork --threads 4,16 \
     --ops $TS_OPS --items $TS_ITEMS --churn $TS_CHURN --churn-par 16 --forks $TS_FORKS
 fi
-if step "RILL_DEBUG build (test_lend)" "$LOGS/debug-build-lend.log" \
-  debug_cc "$ROOT" "$DBG/lend_debug" "$ROOT/test/test_lend.c"; then
+if bg_step "RILL_DEBUG build (test_lend)" "$LOGS/debug-build-lend.log"; then
   step "RILL_DEBUG lend race" "$LOGS/debug-lend.log" \
     env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=8 "$DBG/lend_debug" --race
 fi
 # the arena spent under an address-space limit: free runs, wildernesses and pooled spans cut
 # for the other kind of block, with the shadow bytes checked (test_aslimit's fill rounds with
 # the purge at once, and eight threads racing to their first NULL)
-if step "RILL_DEBUG build (test_aslimit)" "$LOGS/debug-build-aslimit.log" \
-  debug_cc "$ROOT" "$DBG/aslimit_debug" "$ROOT/test/test_aslimit.c"; then
+if bg_step "RILL_DEBUG build (test_aslimit)" "$LOGS/debug-build-aslimit.log"; then
   step "RILL_DEBUG address-space limit" "$LOGS/debug-aslimit.log" \
     bash -c "ulimit -v 786432 && RILL_PURGE_DELAY_MS=0 '$DBG/aslimit_debug' most 805306368 &&
       '$DBG/aslimit_debug' race 805306368"
