@@ -692,7 +692,7 @@ typedef struct options {
   uint32_t purge_delay; /* RILL_PURGE_DELAY_MS */
   bool commit_demand;   /* RILL_COMMIT: tables and arena writable only as they are used */
   uint32_t gone_max;    /* RILL_COMMIT: decommitted stretches at once, from vm.max_map_count */
-  bool deepbind_keep;   /* RILL_DEEPBIND=keep: dlopen keeps RTLD_DEEPBIND (deepbind.c) */
+  bool deepbind_keep;   /* RILL_DEEPBIND=keep: dlopen, dlmopen keep RTLD_DEEPBIND */
 } options_t;
 extern options_t rill_opt INTERNAL;
 extern int rill_stats_fd INTERNAL;
