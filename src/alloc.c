@@ -49,6 +49,10 @@ static inline heap_t *cur_heap(void) {
 /* The slow paths take the caller's argument first (n, p), so it stays in the
  * register it arrived in: one move fewer in each fast path (callgrind). */
 static NOINLINE void *malloc_slow(size_t n, heap_t *h) {
+  if (n > CACHE_ABOVE && n <= CLASS_MAX) { /* a big block the thread freed (heap.c) */
+    void *b = heap_cache_take(h, n);
+    if (b) return b;
+  }
   bool z = false;
   void *p = heap_alloc_slow(h, n, 8, &z);
   if (unlikely(!p)) errno = ENOMEM;

@@ -3,7 +3,9 @@
  * handed back by other threads' frees, and thread exit with orphaning. Only
  * the owner touches a heap, except its lists, which sit behind a lock. */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -230,11 +232,14 @@ static NOINLINE void *young_alloc(unsigned cls) {
   return p;
 }
 
+static uint32_t cache_bsize[NCACHE]; /* the block cache's class sizes: a load, not branches */
+
 bool heap_module_init(size_t budget) {
   for (unsigned c = 0; c < NDIRECT_CLS; c++) {
     direct_lo[c] = (uint8_t)(c ? class_size(c - 1) / 8 + 1 : 0);
     direct_hi[c] = (uint8_t)(class_size(c) / 8);
   }
+  for (unsigned i = 0; i < NCACHE; i++) cache_bsize[i] = (uint32_t)class_size(CACHE_CLS0 + i);
   young_init();
   for (unsigned k = 0; k <= SHARED_N + 1; k++) {
     heap_t *h = k < SHARED_N ? &shared[k] : k == SHARED_N ? &orphanage : &young_heap;
@@ -911,6 +916,7 @@ static span_t *spent_take(heap_t *h, size_t n, int o) {
  * run the purge emptied: four threads that changed block size every phase
  * (bench_phases) took runs the growth swap had given back, faulting them in
  * again, while the last phase's spans sat resident in the pool. */
+static void cache_growing(heap_t *h);
 static span_t *run_for(heap_t *h, size_t n, bool own) {
   span_t *sp = run_get_warm(n, h->id, own);
   if (!sp && pool_spill(n, h->id)) sp = run_get_warm(n, h->id, own);
@@ -919,11 +925,16 @@ static span_t *run_for(heap_t *h, size_t n, bool own) {
     pool_purge_stale(); /* the wilderness next, maybe: growing */
     sp = run_get(n, h->id, own);
   }
-  if (sp) pool_grew(run_clean_slots(sp)); /* the growth swap (pool.c) */
+  if (sp) {
+    size_t clean = run_clean_slots(sp);
+    pool_grew(clean); /* the growth swap (pool.c) */
+    if (clean) cache_growing(h);
+  }
   return sp || own ? sp : spent_take(h, n, -1);
 }
 
 static size_t heap_sweep(heap_t *h);
+static void cache_trim(heap_t *h);
 static _Atomic uint64_t stash_beat; /* the pool epoch whose stash flush has run */
 
 static span_t *heap_next_span(heap_t *h, unsigned cls) {
@@ -935,6 +946,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
   if (unlikely(e != atomic_load_explicit(&h->swept, RLX))) {
     atomic_store_explicit(&h->swept, e, RLX);
     h->let_go = 0;
+    cache_trim(h);
     heap_sweep(h);
     uint64_t b = atomic_load_explicit(&stash_beat, RLX);
     if (b != e && atomic_compare_exchange_strong_explicit(&stash_beat, &b, e, RLX, RLX))
@@ -985,6 +997,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
      * owners' spans may do for the next span changes, and as much free
      * memory as it faults in goes back (the growth swap, pool.c) */
     if (sp && sp->fresh) {
+      cache_growing(h);
       purger_kick();
       pool_grew_small((size_t)1 << o);
     }
@@ -1006,6 +1019,92 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
     return sp;
   }
   return list_pop(h, cls, true); /* out of memory: any span with a free block */
+}
+
+/* ---- the block cache: big blocks kept for the thread's next mallocs ------
+ * The spans of classes over 8 KiB hold 2-16 blocks (span.c, exact runs), so
+ * a program that replaces such buffers at random changes span at nearly
+ * every call: its free finds a full span floating (heap_take: a CAS and a
+ * list lock), its next malloc an empty hot span (hot_lock, list_pop). Each
+ * locked instruction waits for the program's stores into the buffer it has
+ * just filled: 16-64 KiB buffers took 2.3x mimalloc's time and 3.6x
+ * tcmalloc's (docs/benchmarks.md, "Big buffers replaced at random"). So the
+ * owner's free of such a block into its own floating span pushes it on a
+ * stack per class in its heap, and a malloc that finds its hot span empty
+ * pops from there first: plain loads and stores, as in Streamflow's
+ * thread-local free lists (§3.1.1) or a tcmalloc thread cache. A cached
+ * block stays counted as out in its span, which cannot empty meanwhile, so
+ * the stacks are bounded: CACHE_N blocks a class, cache_budget() in all; each
+ * beat a stack gives back the blocks it kept unused through the last one
+ * (cache_trim); the purger drains an idle owner's stacks (heap_lend),
+ * rill_collect the caller's, and a thread drains its own at exit. */
+#define CACHE_N         64
+#define CACHE_BYTES     ((uint32_t)4 << 20)  /* a thread's, while 4 threads or fewer live */
+#define CACHE_BYTES_ALL ((uint32_t)16 << 20) /* all threads': more share it */
+
+/* A thread's bound: 4 MiB, a tcmalloc thread cache's most, while up to 4
+ * threads live; beyond, 16 MiB shared by the threads (by a power of two at
+ * least their number), so that a thousand threads do not keep 4 MiB each. */
+static inline uint32_t cache_budget(void) {
+  uint32_t live = atomic_load_explicit(&heaps_live, RLX);
+  return live <= CACHE_BYTES_ALL / CACHE_BYTES ? CACHE_BYTES
+                                               : CACHE_BYTES_ALL >> (32 - __builtin_clz(live - 1));
+}
+
+static inline block_t *cache_get(heap_t *h, unsigned cls) {
+  unsigned i = cls - CACHE_CLS0;
+  if (atomic_load_explicit(&h->cache_off, ACQ)) return NULL; /* heap_lend: the purger's */
+  block_t *b = h->cache[i];
+  if (!b) return NULL;
+  h->cache[i] = b->next;
+  uint8_t n = (uint8_t)(h->cache_n[i] - 1);
+  __atomic_store_n(&h->cache_n[i], n, __ATOMIC_RELAXED);
+  if (n < h->cache_low[i]) h->cache_low[i] = n;
+  atomic_store_explicit(&h->cache_bytes,
+                        atomic_load_explicit(&h->cache_bytes, RLX) - cache_bsize[i], RLX);
+  return b;
+}
+
+/* malloc's slow path asks first, for a size whose class the cache keeps:
+ * a hit takes no other call (class_for, heap_alloc_class, the purger's poll). */
+void *heap_cache_take(heap_t *h, size_t n) {
+  block_t *b = cache_get(h, size_class(n));
+  if (b) {
+    dbg_alloc(span_at((uintptr_t)b - rill_arena.base), b);
+    owner_release(h);
+  }
+  return b;
+}
+
+/* The owner's free of b into its own floating span sp: kept if there is
+ * room. The head test catches the common double free, as free_fast's does. */
+static bool cache_put(heap_t *h, span_t *sp, block_t *b, const char *fn) {
+  unsigned i = sp->cls - CACHE_CLS0;
+  if (i >= NCACHE || atomic_load_explicit(&sp->heap, RLX) != h ||
+      XF_STATE(atomic_load_explicit(&sp->xf, RLX)) != ST_FLOATING)
+    return false;
+  uint32_t bytes = atomic_load_explicit(&h->cache_bytes, RLX) + sp->bsize;
+  if (h->cache_n[i] >= CACHE_N || bytes > cache_budget() ||
+      atomic_load_explicit(&h->cache_off, ACQ))
+    return false;
+  if (unlikely(b == h->cache[i])) rill_invalid(fn, b);
+  b->next = h->cache[i];
+  h->cache[i] = b;
+  __atomic_store_n(&h->cache_n[i], (uint8_t)(h->cache_n[i] + 1), __ATOMIC_RELAXED);
+  atomic_store_explicit(&h->cache_bytes, bytes, RLX);
+  owner_release(h); /* TSan builds only (heap_lend drains an idle owner's stacks) */
+  return true;
+}
+
+/* Blocks of class cls in every heap's cache, for rill_stats: counted out by
+ * their spans, but free. A snapshot, like the rest of the statistics. */
+uint32_t heap_cached(unsigned cls) {
+  unsigned i = cls - CACHE_CLS0;
+  if (i >= NCACHE) return 0;
+  uint32_t n = 0, top = heap_count();
+  if (top > max_heaps) top = max_heaps;
+  for (uint32_t k = 0; k < top; k++) n += __atomic_load_n(&heaps[k].cache_n[i], __ATOMIC_RELAXED);
+  return n;
 }
 
 /* Arms a hot span (hot_emptied) once it has blocks on more than a page, so
@@ -1030,6 +1129,11 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
     if (p) return p;
   }
   block_t *b = sp->free;
+  if (!b && cls - CACHE_CLS0 < NCACHE && (b = cache_get(h, cls)) != NULL) {
+    dbg_alloc(span_at((uintptr_t)b - rill_arena.base), b);
+    owner_release(h);
+    return b;
+  }
   if (!b) {
     spin_lock(&h->hot_lock);
     for (;;) {
@@ -1364,12 +1468,61 @@ void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) {
     heap_t *mine = heap_get_slow();
     if (mine) h = mine;
   }
+  if (cache_put(h, sp, p, fn)) return;
   if (may_take(h, sp) && heap_take(h, sp, p)) return;
   span_free_remote(sp, p, key);
   if (h == &young_heap)
     young_tls.frees++;
   else
     atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + 1, RLX);
+}
+
+/* Gives back up to k blocks of stack i: as the owner's frees when h is the
+ * caller's heap, as remote frees when the purger drains an idle owner's. */
+static void cache_give(heap_t *h, unsigned i, unsigned k, bool owner) {
+  uint32_t bytes = 0;
+  for (; k && h->cache[i]; k--) {
+    block_t *b = h->cache[i];
+    h->cache[i] = b->next;
+    __atomic_store_n(&h->cache_n[i], (uint8_t)(h->cache_n[i] - 1), __ATOMIC_RELAXED);
+    bytes += cache_bsize[i];
+    span_t *sp = span_at((uintptr_t)b - rill_arena.base);
+    if (!(owner && may_take(h, sp) && heap_take(h, sp, b)))
+      span_free_remote(sp, b, span_block_key(sp, (uintptr_t)b));
+  }
+  atomic_store_explicit(&h->cache_bytes, atomic_load_explicit(&h->cache_bytes, RLX) - bytes, RLX);
+}
+
+/* The owner's: all of its stacks (exit, rill_collect). The purger may be
+ * draining them, if it found the thread waiting just before: a short wait. */
+static void cache_drain(heap_t *h) {
+  while (atomic_load_explicit(&h->cache_off, ACQ)) sched_yield();
+  cache_growing(h);
+}
+
+/* The heap takes memory never used or given back (a fresh pool span, a run
+ * with clean slots): the blocks its cache keeps go back first, so that they
+ * are the next memory served rather than sit beside the new. Without this a
+ * program whose big blocks moved from one class to another faulted in as
+ * much afresh as the cache held (test_memory --share). */
+static void cache_growing(heap_t *h) {
+  if (!atomic_load_explicit(&h->cache_bytes, RLX) || atomic_load_explicit(&h->cache_off, ACQ))
+    return;
+  for (unsigned i = 0; i < NCACHE; i++) {
+    cache_give(h, i, UINT_MAX, true);
+    h->cache_low[i] = 0;
+  }
+}
+
+/* At the owner's first span change of a beat: what each stack kept unused
+ * through the last beat goes back. */
+static void cache_trim(heap_t *h) {
+  if (atomic_load_explicit(&h->cache_bytes, RLX) == 0 || atomic_load_explicit(&h->cache_off, ACQ))
+    return;
+  for (unsigned i = 0; i < NCACHE; i++) {
+    if (h->cache_low[i]) cache_give(h, i, h->cache_low[i], true);
+    h->cache_low[i] = h->cache_n[i];
+  }
 }
 
 /* ---- thread exit -------------------------------------------------------- */
@@ -1405,6 +1558,7 @@ static void heap_release(span_t *sp, heap_t *lender) {
  * empty, hot ones included. */
 void heap_collect(heap_t *h) {
   if (owns_nothing(h)) return;
+  cache_drain(h);
   spin_lock(&h->hot_lock); /* heap_lend */
   for (unsigned c = 0; c < NCLASSES; c++) {
     span_t *sp = h->hot[c];
@@ -1544,7 +1698,7 @@ static uint32_t hot_free_cut(const span_t *sp) {
   return cut > out ? cut - out : 0;
 }
 static bool hot_worth(heap_t *h) {
-  size_t bytes = 0;
+  size_t bytes = atomic_load_explicit(&h->cache_bytes, RLX); /* the block cache's too */
   for (unsigned c = 0; c < NCLASSES; c++) {
     span_t *sp = hot_get(h, c);
     if (sp != &rill_empty_span) bytes += (size_t)hot_free_cut(sp) * class_size(c);
@@ -1584,6 +1738,10 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
       if (lendable(sp)) atomic_store_explicit(&sp->attached, NULL, RLX);
   span_t *took[NCLASSES];
   unsigned nt = 0;
+  /* the block cache: the owner skips it from now on (cache_get, cache_put);
+   * ours to drain below if it slept throughout */
+  bool cache = hot && atomic_load_explicit(&h->cache_bytes, RLX) != 0;
+  if (cache) atomic_store_explicit(&h->cache_off, 1, RLX);
   for (unsigned c = 0; hot && c < NCLASSES; c++) {
     span_t *sp = hot_get(h, c);
     if (!hot_lendable(sp)) continue;
@@ -1621,9 +1779,18 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
       hot_set(h, took[i]->cls, took[i]);
     }
     nt = 0;
+    if (cache) atomic_store_explicit(&h->cache_off, 0, REL);
+    cache = false;
   }
   spin_unlock(&h->lock);
   spin_unlock(&h->hot_lock);
+  if (cache) {
+    for (unsigned i = 0; i < NCACHE; i++) {
+      cache_give(h, i, UINT_MAX, false);
+      h->cache_low[i] = 0;
+    }
+    atomic_store_explicit(&h->cache_off, 0, REL);
+  }
   /* onto the orphanage's list as a finished thread's spans (heap_release),
    * and claimed there if the last block came back meanwhile */
   for (span_t *sp = moved, *next; sp; sp = next) {
@@ -1695,6 +1862,7 @@ void heap_thread_done(heap_t *h) {
     return;
   }
   dbg_heap_mine(h);
+  cache_drain(h);
   rill_tls = &rill_done_heap;
   spin_lock(&h->lock); /* from now on, spans handed back become orphans */
   __atomic_store_n(&h->closed, true, __ATOMIC_RELAXED);

@@ -577,6 +577,12 @@ bool class_run_coloured(unsigned cls) INTERNAL;
 
 /* ---- thread heaps (heap.c): Streamflow §3.1.1 local heaps -------------- */
 #define STASH_ORDERS POOL_ORDERS /* the spans of runs go back to runs.c */
+/* Classes whose freed blocks the block cache keeps (heap.c): those over
+ * 8 KiB, whose spans hold 2-16 blocks; not the twins after NPLAIN. */
+#define CACHE_CLS0 36
+#define NCACHE     (NPLAIN - CACHE_CLS0)
+_Static_assert(CACHE_CLS0 > NDIRECT_CLS, "young classes are never cached");
+
 /* A heap's reusable lists, in an array beside the heap records: a thread
  * that never lists a span leaves their pages untouched (896 bytes of what
  * was a 2,560-byte record; `crowd`). */
@@ -623,6 +629,14 @@ typedef struct heap {
   uint32_t stash_pops;          /* spans taken from it (the owner's only) */
   _Atomic uint32_t stash_ops;   /* the owner's pushes and pops: moves while it is busy */
   _Atomic uint32_t steal_seen;  /* stash_ops when another heap last looked to steal */
+  /* The block cache (heap.c): freed blocks over 8 KiB kept for the owner's
+   * next mallocs, a stack per class. The owner's alone, but for the counts,
+   * which rill_stats reads, and while the purger has set cache_off. */
+  block_t *cache[NCACHE];
+  uint8_t cache_n[NCACHE];   /* blocks on each stack */
+  uint8_t cache_low[NCACHE]; /* the fewest since the last beat: kept unused (cache_trim) */
+  _Atomic uint32_t cache_bytes;
+  _Atomic uint32_t cache_off; /* the purger is draining the stacks of an idle owner */
 #if RILL_DEBUG
   _Atomic uint32_t owner_tid; /* the thread that owns this record now */
 #endif
@@ -659,6 +673,9 @@ heap_t *heap_at(uint32_t id) INTERNAL;
 uint64_t heap_young_frees(void) INTERNAL;
 uint32_t heap_young_live(void) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
+uint32_t heap_cached(unsigned cls) INTERNAL;
+void *heap_cache_take(heap_t *h, size_t n) INTERNAL;
+#define CACHE_ABOVE ((size_t)8192) /* class_size(CACHE_CLS0 - 1): larger sizes are cached */
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *large_alloc_moved(heap_t *h, size_t n) INTERNAL;
 /* Under an address-space limit the thread-heap records take at most this

@@ -35,6 +35,7 @@ enum kind {
   K_DOUBLE_REMOTE,
   K_DOUBLE_LARGE,
   K_DOUBLE_HUGE,
+  K_DOUBLE_CACHED,
   K_EVERY_CLASS, /* run by main for each size class, not in the kind x api loop */
   K_COUNT
 };
@@ -59,6 +60,7 @@ static const char *const kind_name[] = {
     "malloc(96) of a live thread freed here (double free, remote path)",
     "malloc(200 KiB) freed (double free, run)",
     "malloc(40 MiB) freed (double free, huge)",
+    "malloc(24 KiB) freed from a full span (double free, block cache)",
     sweep_name,
 };
 
@@ -174,6 +176,14 @@ static void *bad_pointer(enum kind k, volatile char *stack_buf) {
     p = malloc(40 * MiB);
     free(p);
     return p;
+  case K_DOUBLE_CACHED: { /* the first of 8: its span (4 blocks) is full and let go, so
+                           * its free goes to the thread's block cache (heap.c) */
+    void *q[8];
+    for (int i = 0; i < 8; i++) q[i] = malloc(24 * KiB);
+    p = q[0];
+    free(p);
+    return p;
+  }
   default:
     return NULL;
   }
@@ -305,7 +315,7 @@ int main(int argc, char **argv) {
       if (a == A_FREE_SIZED && k != K_SMALL_PLUS8 && k != K_WILD) continue;
       /* realloc of a block just freed may get the block itself back from malloc
        * (glibc's own realloc does not catch every such call either): frees only */
-      bool twice = k >= K_DOUBLE_SMALL && k <= K_DOUBLE_HUGE;
+      bool twice = k >= K_DOUBLE_SMALL && k <= K_DOUBLE_CACHED;
       if (twice && (a == A_REALLOC || a == A_RILL_REALLOC)) continue;
       run_case((enum kind)k, (enum api)a);
     }

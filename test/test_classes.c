@@ -4,7 +4,8 @@
  * multiples of 16; no class wastes more than 25% of a request over 64 B;
  * every power of two is a class; and a power of two from 1 to 16 KiB plus up
  * to an eighth of it (a page or a buffer and its header) rounds to 9/8 of the power; spans hold
- * 64 blocks or more up to 1 KiB and 32 up to 8 KiB, pool spans up to 4 KiB. */
+ * 64 blocks or more up to 1 KiB and 32 up to 8 KiB, pool spans up to 4 KiB; and the block
+ * cache's bound (CACHE_ABOVE) is the size of the class below its first. */
 #include "internal.h"
 #include "rill_test.h"
 
@@ -14,6 +15,10 @@ int main(void) {
           class_size(c), c - 1, class_size(c - 1));
   CHECK(class_size(NPLAIN - 1) == CLASS_MAX, "the last class is %zu B, want %zu",
         class_size(NPLAIN - 1), CLASS_MAX);
+  /* malloc's slow path asks the block cache (heap.c) for sizes over CACHE_ABOVE */
+  CHECK(class_size(CACHE_CLS0 - 1) == CACHE_ABOVE && size_class(CACHE_ABOVE + 1) == CACHE_CLS0,
+        "CACHE_ABOVE (%zu) is not the size of the class below CACHE_CLS0 (%zu)", CACHE_ABOVE,
+        class_size(CACHE_CLS0 - 1));
   for (unsigned c = CLS_TWIN0; c < NCLASSES; c++) /* the uncoloured twins, for alignments */
     CHECK(class_size(c) == (size_t)256 << (c - CLS_TWIN0), "twin class %u is %zu B", c,
           class_size(c));
