@@ -346,9 +346,10 @@ if bg_step "TSan build (test_eager)" "$LOGS/tsan-build-eager.log"; then
   fi
 fi
 
-# lending an idle owner's spans (heap_lend_idle) racing with the owners' own frees
+# lending an idle owner's spans (heap_lend_idle) racing with the owners' own frees; race-big
+# with the purger draining the owners' block caches as they nap
 if bg_step "TSan build (test_lend)" "$LOGS/tsan-build-lend.log"; then
-  for mode in reuse when race hot; do
+  for mode in reuse when race race-big hot; do
     log="$LOGS/tsan_lend_$mode.log"
     arg=--$mode
     [ $mode = reuse ] && arg=
@@ -411,6 +412,8 @@ fi
 if bg_step "RILL_DEBUG build (test_lend)" "$LOGS/debug-build-lend.log"; then
   step "RILL_DEBUG lend race" "$LOGS/debug-lend.log" \
     env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=8 "$DBG/lend_debug" --race
+  step "RILL_DEBUG lend race, big blocks (block caches drained)" "$LOGS/debug-lend-big.log" \
+    env RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=8 "$DBG/lend_debug" --race-big
 fi
 # the arena spent under an address-space limit: free runs, wildernesses and pooled spans cut
 # for the other kind of block, with the shadow bytes checked (test_aslimit's fill rounds with

@@ -15,6 +15,9 @@
  *   --race     owners that allocate, hand half their blocks to a freer, nap in a timed
  *              condition wait (where they may be lent) and free the rest, for 1.5 s;
  *              every block's contents are checked, and spans must have been lent
+ *   --race-big the same with 96 blocks of 9-64 KiB a round, and a second nap after the
+ *              owners' own frees, which went to their block caches (heap.c): the purger
+ *              drains those while they nap
  *   --hot      an owner frees most of what its hot spans handed out and waits: another
  *              thread's blocks of those classes are the ones it freed (the hot spans were
  *              lent), and the owner allocates and frees again once it wakes
@@ -243,6 +246,8 @@ static struct qitem {
 static size_t qhead, qtail;
 static atomic_bool stop;
 static atomic_ulong rounds;
+static size_t race_min = 16, race_range = 497, race_batch = BATCH; /* --race-big: 9-64 KiB */
+static long race_nap_ns = 3000000; /* --race-big: 5 ms, twice a round */
 
 static void put(void *p, size_t n) {
   pthread_mutex_lock(&qlock);
@@ -250,6 +255,19 @@ static void put(void *p, size_t n) {
   queue[qtail++ % QCAP] = (struct qitem){p, n};
   pthread_cond_broadcast(&qcond);
   pthread_mutex_unlock(&qlock);
+}
+
+static void nap_timed(pthread_mutex_t *m, pthread_cond_t *c, uint64_t *r) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += (long)(rng_next(r) % (uint64_t)race_nap_ns);
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(m);
+  pthread_cond_timedwait(c, m, &until);
+  pthread_mutex_unlock(m);
 }
 
 static void *owner(void *arg) {
@@ -260,8 +278,8 @@ static void *owner(void *arg) {
   pthread_cond_t c = PTHREAD_COND_INITIALIZER;
   while (!atomic_load(&stop)) {
     size_t k = 0;
-    for (size_t i = 0; i < BATCH; i++) {
-      size_t n = 16 + rng_next(&r) % 497;
+    for (size_t i = 0; i < race_batch; i++) {
+      size_t n = race_min + rng_next(&r) % race_range;
       void *p = T_malloc(n);
       if (!p) DIE("malloc(%zu) returned NULL", n);
       pat_fill(p, n, pat_seed(p, n));
@@ -273,16 +291,7 @@ static void *owner(void *arg) {
       }
     }
     /* idle in a futex wait, where the purger may lend this owner's listed spans */
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)(rng_next(&r) % 3000000);
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&m);
-    pthread_cond_timedwait(&c, &m, &until);
-    pthread_mutex_unlock(&m);
+    nap_timed(&m, &c, &r);
     /* then its own frees, into spans that may have been lent (and adopted) meanwhile;
      * the previous round's survivors keep live blocks of this owner in lent spans */
     for (size_t i = 0; i < k; i++) {
@@ -299,6 +308,8 @@ static void *owner(void *arg) {
         T_free(keep[i]);
       }
     }
+    /* big blocks: the frees above filled the block cache, which the purger may drain */
+    if (race_min > 8192) nap_timed(&m, &c, &r);
     atomic_fetch_add(&rounds, 1);
   }
   for (size_t i = 0; i < BATCH; i++)
@@ -346,7 +357,13 @@ static void *freer(void *arg) {
   return NULL;
 }
 
-static int run_race(void) {
+static int run_race(bool big) {
+  if (big) {
+    race_min = 9u << 10;
+    race_range = 55u << 10;
+    race_batch = 96;
+    race_nap_ns = 5000000;
+  }
   unsigned long long lent0 = spans_lent();
   pthread_t o[OWNERS], f;
   pthread_create(&f, NULL, freer, NULL);
@@ -361,7 +378,7 @@ static int run_race(void) {
   unsigned long long lent = spans_lent() - lent0;
   printf("owner rounds %lu, spans lent %llu\n", atomic_load(&rounds), lent);
   CHECK(lent > 0, "no span was lent: the race was not run");
-  return t_finish("test_lend --race");
+  return t_finish(big ? "test_lend --race-big" : "test_lend --race");
 }
 
 /* ---- lent spans go to a thread that needs a span, or back to their lender --------------- */
@@ -579,7 +596,8 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--loan")) return run_loan(false);
   if (argc > 1 && !strcmp(argv[1], "--loan-back")) return run_loan(true);
   if (argc > 1 && !strcmp(argv[1], "--control")) return run_reuse(true);
-  if (argc > 1 && !strcmp(argv[1], "--race")) return run_race();
+  if (argc > 1 && !strcmp(argv[1], "--race")) return run_race(false);
+  if (argc > 1 && !strcmp(argv[1], "--race-big")) return run_race(true);
   if (argc > 1 && !strcmp(argv[1], "--when")) return run_when();
   if (argc > 1 && !strcmp(argv[1], "--fork")) { /* the same in a child of fork */
     void *keep = T_malloc(64);                  /* the parent's thread has a heap before the fork */
