@@ -242,6 +242,10 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
         Spec("randalloc-big", "randalloc", ["-n", pick("1000000", "10000000"), "-m", "1024",
                                             "-M", "8192", "-k", "4000"],
              "the ar_malloc note, 1-8 KiB blocks"),
+        # and with buffers of 16-64 KiB, spans of 2-8 blocks: the block cache's case
+        Spec("randalloc-buffers", "randalloc", ["-n", pick("400000", "4000000"), "-m", "16384",
+                                                "-M", "65536", "-k", "400"],
+             "the ar_malloc note, 16-64 KiB buffers"),
         Spec("knary", "knary", ["-d", pick("8", "9"), "-k", "5", "-w", "20", "-r", pick("4", "30")],
              "Streamflow sec. 4.2.2"),
         Spec("lifo", "lifo", ["-n", pick("5000000", "50000000")], "fast-path cost (Hoard sec. 5)",
