@@ -1,6 +1,6 @@
-/* idle: a server's burst then silence. Threads fill -b bytes with small objects (16..1024 B),
- * touch them and free them all; then the program makes no allocator call for -w seconds while
- * it samples RSS. The metric is RSS at the end of the wait: what an idle server keeps of its
+/* idle: a server's burst then silence. Threads fill -b bytes with objects of -m..-M bytes
+ * (16..1024), touch them and free them all; then the program makes no allocator call for -w seconds
+ * while it samples RSS. The metric is RSS at the end of the wait: what an idle server keeps of its
  * burst (LKmalloc sec. 4, stability over days; the purge delay of the "give memory back" issue).
  * By default the threads exit before the wait; with -k they stay, blocked, as a thread pool's
  * workers wait for the next request, so what each thread's heap holds counts too. */
@@ -16,7 +16,7 @@ struct worker {
 };
 
 static struct worker workers[BENCH_MAX_THREADS];
-static uint64_t opt_bytes = 256ull << 20, opt_seed = 1;
+static uint64_t opt_bytes = 256ull << 20, opt_seed = 1, opt_min = 16, opt_max = 1024;
 static double opt_wait = 3.0;
 static unsigned nthreads = 1;
 static bool opt_keep;
@@ -32,7 +32,7 @@ static void *run(void *arg) {
   struct node *head = NULL;
   uint64_t got = 0, target = opt_bytes / nthreads, check = 0;
   while (got < target) {
-    size_t n = bench_rng_range(&r, 16, 1024);
+    size_t n = bench_rng_range(&r, (size_t)opt_min, (size_t)opt_max);
     struct node *o = bench_xmalloc(n);
     memset(o, (int)(n & 0xff), n);
     o->next = head;
@@ -57,22 +57,30 @@ static void *run(void *arg) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: idle [-t threads] [-b bytes] [-w seconds] [-k] [-S seed]\n"
-                  "  -b  bytes of small objects to allocate and free (256M)\n"
-                  "  -w  idle seconds after the frees, no allocator calls (3)\n"
-                  "  -k  the threads stay alive and blocked through the wait (a thread pool)\n");
+  fprintf(stderr,
+          "usage: idle [-t threads] [-b bytes] [-m min] [-M max] [-w seconds] [-k] [-S seed]\n"
+          "  -b  bytes of objects to allocate and free (256M)\n"
+          "  -m/-M  object size range in bytes, inclusive (16..1024)\n"
+          "  -w  idle seconds after the frees, no allocator calls (3)\n"
+          "  -k  the threads stay alive and blocked through the wait (a thread pool)\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   int c;
-  while ((c = getopt(argc, argv, "t:b:w:kS:h")) != -1) {
+  while ((c = getopt(argc, argv, "t:b:m:M:w:kS:h")) != -1) {
     switch (c) {
     case 't':
       nthreads = bench_parse_threads(optarg, 't');
       break;
     case 'b':
       opt_bytes = bench_parse_u64(optarg, 'b');
+      break;
+    case 'm':
+      opt_min = bench_parse_u64(optarg, 'm');
+      break;
+    case 'M':
+      opt_max = bench_parse_u64(optarg, 'M');
       break;
     case 'w':
       opt_wait = bench_parse_double(optarg, 'w');
@@ -87,7 +95,8 @@ int main(int argc, char **argv) {
       usage();
     }
   }
-  if (optind != argc || opt_bytes < 1) usage();
+  if (optind != argc || opt_bytes < 1 || opt_min < sizeof(struct node) || opt_max < opt_min)
+    usage();
 
   long base = bench_rss_kib();
   pthread_t tid[BENCH_MAX_THREADS];
@@ -127,6 +136,8 @@ int main(int argc, char **argv) {
   bench_result_begin(opt_keep ? "idle-pool" : "idle", nthreads, "idle_rss_mib",
                      (double)end / 1024.0, "MiB");
   bench_kv_u64("bytes", opt_bytes);
+  bench_kv_u64("min", opt_min);
+  bench_kv_u64("max", opt_max);
   bench_kv_dbl("wait_s", opt_wait);
   bench_kv_u64("rss_base_kib", (uint64_t)base);
   bench_kv_u64("rss_after_free_kib", (uint64_t)freed);

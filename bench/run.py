@@ -282,6 +282,12 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
         Spec("idle-pool", "idle", ["-k", "-b", pick("64M", "256M"), "-w", pick("1.5", "3")],
              "LKmalloc sec. 4 (stability); a thread pool's idle workers", threads=[8],
              modes=("full",), reps=1, timeout=60, geomean=False),
+        # the same with buffers of 16-64 KiB, which each thread's block cache keeps for its
+        # next mallocs: what the pool's blocked workers keep of them
+        Spec("idle-pool-buffers", "idle", ["-k", "-b", pick("64M", "256M"), "-m", "16384",
+                                           "-M", "65536", "-w", pick("1.5", "3")],
+             "LKmalloc sec. 4 (stability); idle workers' big buffers", threads=[8],
+             modes=("full",), reps=1, timeout=60, geomean=False),
         # thousands of threads live at once: what each thread's heap keeps per thread; the
         # joins also make the C library free cached stacks' TLS under its stack-cache lock
         # (an allocator that starts a thread from such a free hangs: a timeout here)
