@@ -1083,10 +1083,10 @@ static bool cache_put(heap_t *h, span_t *sp, block_t *b, const char *fn) {
   if (i >= NCACHE || atomic_load_explicit(&sp->heap, RLX) != h ||
       XF_STATE(atomic_load_explicit(&sp->xf, RLX)) != ST_FLOATING)
     return false;
+  /* cache_off first: while it is set the purger owns the stacks and counts */
+  if (atomic_load_explicit(&h->cache_off, ACQ)) return false;
   uint32_t bytes = atomic_load_explicit(&h->cache_bytes, RLX) + sp->bsize;
-  if (h->cache_n[i] >= CACHE_N || bytes > cache_budget() ||
-      atomic_load_explicit(&h->cache_off, ACQ))
-    return false;
+  if (h->cache_n[i] >= CACHE_N || bytes > cache_budget()) return false;
   if (unlikely(b == h->cache[i])) rill_invalid(fn, b);
   b->next = h->cache[i];
   h->cache[i] = b;
