@@ -186,8 +186,8 @@ static span_t *hot_get(heap_t *h, unsigned cls) {
  * a thread of 64 blocks of 16-512 B pass it in a class or two (40.6 KiB a
  * thread); 8 KiB, 34.6. A young thread takes no heap record of its own
  * until it needs a span (heap_grow_up): its state is in its TLS, and the
- * record's 1,664 bytes, written at a thread's start since the fast paths
- * read its hot spans unchecked, cost 1.6 KiB a thread of the 33.8. */
+ * record's 1,664 bytes then, written at a thread's start since the fast
+ * paths read its hot spans unchecked, cost 1.6 KiB a thread of the 33.8. */
 #define YOUNG_LINE  64u
 #define YOUNG_BYTES 8192u /* young_max (128 at most) fits the uint8_t counters */
 #ifndef YOUNG_THREADS
@@ -1065,15 +1065,21 @@ static inline block_t *cache_get(heap_t *h, unsigned cls) {
   return b;
 }
 
-/* malloc's slow path asks first, for a size whose class the cache keeps:
- * a hit takes no other call (class_for, heap_alloc_class, the purger's poll). */
-void *heap_cache_take(heap_t *h, size_t n) {
-  block_t *b = cache_get(h, size_class(n));
+/* A block of a cached class from the stack, handed out (heap_alloc_class,
+ * heap_cache_take), or NULL. */
+static inline block_t *cache_take(heap_t *h, unsigned cls) {
+  block_t *b = cache_get(h, cls);
   if (b) {
     dbg_alloc(span_at((uintptr_t)b - rill_arena.base), b);
     owner_release(h);
   }
   return b;
+}
+
+/* malloc's slow path asks first, for a size whose class the cache keeps:
+ * a hit takes no other call (class_for, heap_alloc_class, the purger's poll). */
+void *heap_cache_take(heap_t *h, size_t n) {
+  return cache_take(h, size_class(n));
 }
 
 /* The owner's free of b into its own floating span sp: kept if there is
@@ -1129,11 +1135,7 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
     if (p) return p;
   }
   block_t *b = sp->free;
-  if (!b && cls - CACHE_CLS0 < NCACHE && (b = cache_get(h, cls)) != NULL) {
-    dbg_alloc(span_at((uintptr_t)b - rill_arena.base), b);
-    owner_release(h);
-    return b;
-  }
+  if (!b && cls - CACHE_CLS0 < NCACHE && (b = cache_take(h, cls)) != NULL) return b;
   if (!b) {
     spin_lock(&h->hot_lock);
     for (;;) {
@@ -1505,13 +1507,16 @@ static void cache_drain(heap_t *h) {
  * are the next memory served rather than sit beside the new. Without this a
  * program whose big blocks moved from one class to another faulted in as
  * much afresh as the cache held (test_memory --share). */
+static void cache_give_all(heap_t *h, bool owner) {
+  for (unsigned i = 0; i < NCACHE; i++) {
+    cache_give(h, i, UINT_MAX, owner);
+    h->cache_low[i] = 0;
+  }
+}
 static void cache_growing(heap_t *h) {
   if (!atomic_load_explicit(&h->cache_bytes, RLX) || atomic_load_explicit(&h->cache_off, ACQ))
     return;
-  for (unsigned i = 0; i < NCACHE; i++) {
-    cache_give(h, i, UINT_MAX, true);
-    h->cache_low[i] = 0;
-  }
+  cache_give_all(h, true);
 }
 
 /* At the owner's first span change of a beat: what each stack kept unused
@@ -1785,10 +1790,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
   spin_unlock(&h->lock);
   spin_unlock(&h->hot_lock);
   if (cache) {
-    for (unsigned i = 0; i < NCACHE; i++) {
-      cache_give(h, i, UINT_MAX, false);
-      h->cache_low[i] = 0;
-    }
+    cache_give_all(h, false);
     atomic_store_explicit(&h->cache_off, 0, REL);
   }
   /* onto the orphanage's list as a finished thread's spans (heap_release),
