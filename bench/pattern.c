@@ -3,7 +3,10 @@
  * allocator is preloaded and writes one cycle's block addresses and sizes to a file;
  * `replay` reads two such files and walks each pattern over plain mmap'd
  * memory, one after the other, timing the reads: no allocator runs while it
- * measures. Diagnostic only (docs/benchmarks.md, "sizes at 64-256 B"). */
+ * measures. `spread` runs randalloc's loop (one thread) and counts the distinct
+ * cache lines and pages its touches (a block's first and last byte) reach:
+ * what the program's caches and TLB must hold. Diagnostic only
+ * (docs/benchmarks.md, "sizes at 64-256 B" and "A block-cache hit, shorter"). */
 #define _GNU_SOURCE
 #include <sys/mman.h>
 
@@ -15,11 +18,15 @@
 static void usage(void) {
   fprintf(stderr, "usage: pattern record FILE [-c cycle] [-n blocks] [-m min] [-M max]\n"
                   "       pattern replay FILE_A FILE_B [-r rounds]\n"
+                  "       pattern spread [-n ops] [-m min] [-M max] [-k slots]\n"
                   "  record: the addresses of cycle `cycle` (100) of a sizes-like loop of\n"
                   "          `blocks` blocks a cycle (65536; fewer for big sizes, so that a\n"
                   "          cycle fits the replay's 64 MiB)\n"
                   "  replay: time 4 read passes over each pattern per round (300 rounds);\n"
-                  "          prints the last pass's total time for A and for B\n");
+                  "          prints the last pass's total time for A and for B\n"
+                  "  spread: randalloc -t 1's loop, `ops` operations (1000000) on blocks of\n"
+                  "          min..max bytes (16384..65536) in `slots` slots (400); prints the\n"
+                  "          distinct lines and pages its touches reach\n");
   exit(2);
 }
 
@@ -100,20 +107,91 @@ static int replay(const char *fa, const char *fb, uint64_t rounds) {
   return 0;
 }
 
+/* A set of line or page numbers in mmap'd memory (no malloc while the
+ * preloaded allocator is measured): open addressing, never more than half full. */
+struct set {
+  uint64_t *slot, mask, n;
+};
+static void set_init(struct set *s, uint64_t cap) {
+  s->slot =
+      mmap(NULL, cap * sizeof *s->slot, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (s->slot == MAP_FAILED) bench_die("mmap: %s", strerror(errno));
+  s->mask = cap - 1;
+  s->n = 0;
+}
+static void set_add(struct set *s, uint64_t key) {
+  key++; /* 0 marks an empty slot */
+  for (uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> 20;; i++) {
+    uint64_t *e = &s->slot[i & s->mask];
+    if (*e == key) return;
+    if (!*e) {
+      if (++s->n > s->mask / 2) bench_die("spread: more than %" PRIu64 " keys", s->mask / 2);
+      *e = key;
+      return;
+    }
+  }
+}
+static void touch(struct set *lines, struct set *pages, const char *p) {
+  set_add(lines, (uintptr_t)p >> 6);
+  set_add(pages, (uintptr_t)p >> 12);
+}
+
+static int spread(uint64_t ops, uint64_t min, uint64_t max, uint64_t slots) {
+  char **blk = bench_xmalloc(slots * sizeof *blk);
+  size_t *size = bench_xmalloc(slots * sizeof *size), live = 0;
+  struct set lines, pages;
+  set_init(&lines, (uint64_t)1 << 24);
+  set_init(&pages, (uint64_t)1 << 22);
+  struct bench_rng rng;
+  bench_rng_seed(&rng, 1, 0);
+  while (live < slots / 2) {
+    size[live] = bench_rng_range(&rng, (size_t)min, (size_t)max);
+    blk[live] = bench_xmalloc(size[live]);
+    blk[live][0] = 1;
+    live++;
+  }
+  for (uint64_t op = 0; op < ops; op++) {
+    uint64_t r = bench_rng_next(&rng);
+    if (live == 0 || (live < slots && (r & 1))) {
+      size_t sz = (size_t)min + (size_t)((r >> 32) % (max - min + 1));
+      char *p = bench_xmalloc(sz);
+      p[0] = 1;
+      p[sz - 1] = 2;
+      touch(&lines, &pages, p);
+      touch(&lines, &pages, p + sz - 1);
+      blk[live] = p;
+      size[live++] = sz;
+    } else {
+      size_t i = bench_rng_below(&rng, (uint32_t)live);
+      touch(&lines, &pages, blk[i]);
+      free(blk[i]);
+      blk[i] = blk[--live];
+      size[i] = size[live];
+    }
+  }
+  printf("spread ops=%" PRIu64 " lines=%" PRIu64 " pages=%" PRIu64 "\n", ops, lines.n, pages.n);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 3) usage();
+  if (argc < 2) usage();
   uint64_t cycle = 100, min = 64, max = 256, rounds = 300, nobj = N_OBJ;
-  bool rec = strcmp(argv[1], "record") == 0;
-  if (!rec && (strcmp(argv[1], "replay") != 0 || argc < 4)) usage();
-  int first = rec ? 3 : 4, c;
+  uint64_t ops = 1000000, slots = 400;
+  bool rec = strcmp(argv[1], "record") == 0, spr = strcmp(argv[1], "spread") == 0;
+  if (spr) min = 16384, max = 65536;
+  if ((rec && argc < 3) || (!rec && !spr && (strcmp(argv[1], "replay") != 0 || argc < 4))) usage();
+  int first = spr ? 2 : rec ? 3 : 4, c;
   optind = first;
-  while ((c = getopt(argc, argv, "c:n:m:M:r:")) != -1) {
+  while ((c = getopt(argc, argv, "c:n:m:M:r:k:")) != -1) {
     switch (c) {
     case 'c':
       cycle = bench_parse_u64(optarg, 'c');
       break;
     case 'n':
-      nobj = bench_parse_u64(optarg, 'n');
+      nobj = ops = bench_parse_u64(optarg, 'n');
+      break;
+    case 'k':
+      slots = bench_parse_u64(optarg, 'k');
       break;
     case 'm':
       min = bench_parse_u64(optarg, 'm');
@@ -127,6 +205,10 @@ int main(int argc, char **argv) {
     default:
       usage();
     }
+  }
+  if (spr) {
+    if (optind != argc || min < 1 || max < min || slots < 1 || slots > UINT32_MAX) usage();
+    return spread(ops, min, max, slots);
   }
   if (optind != argc || min < 1 || max < min || nobj < 1 || nobj > N_OBJ) usage();
   return rec ? record(argv[2], cycle, (size_t)nobj, min, max) : replay(argv[2], argv[3], rounds);
