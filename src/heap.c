@@ -1463,7 +1463,7 @@ static inline bool may_take(const heap_t *h, span_t *sp) {
  * allocates from it (heap_take); otherwise the block goes on the span's
  * remote list. The cache's test comes first and alone, with the rest out of
  * line (free_other): as one function, a kept block paid for the registers
- * the other paths save, 80 instructions a free where now 45 (callgrind,
+ * the other paths save, 80 instructions a free where now 48 (callgrind,
  * randalloc at 16-64 KiB). */
 static NOINLINE void free_other(void *p, span_t *sp, heap_t *h, const char *fn);
 void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) {
