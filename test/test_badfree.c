@@ -36,6 +36,7 @@ enum kind {
   K_DOUBLE_LARGE,
   K_DOUBLE_HUGE,
   K_DOUBLE_CACHED,
+  K_INTERIOR_CACHED,
   K_EVERY_CLASS, /* run by main for each size class, not in the kind x api loop */
   K_COUNT
 };
@@ -61,6 +62,7 @@ static const char *const kind_name[] = {
     "malloc(200 KiB) freed (double free, run)",
     "malloc(40 MiB) freed (double free, huge)",
     "malloc(24 KiB) freed from a full span (double free, block cache)",
+    "malloc(24 KiB) + 256 in a full span (interior, the block cache's path)",
     sweep_name,
 };
 
@@ -183,6 +185,12 @@ static void *bad_pointer(enum kind k, volatile char *stack_buf) {
     p = q[0];
     free(p);
     return p;
+  }
+  case K_INTERIOR_CACHED: { /* as above, but never freed: the block cache's test
+                             * (cache_put) must reject it before it keeps it */
+    char *q[8];
+    for (int i = 0; i < 8; i++) q[i] = malloc(24 * KiB);
+    return q[0] + 256;
   }
   default:
     return NULL;
