@@ -1065,22 +1065,18 @@ static inline block_t *cache_get(heap_t *h, unsigned cls) {
   return b;
 }
 
-/* A block of a cached class from the stack, handed out (heap_alloc_class,
- * heap_cache_take), or NULL. */
-static inline block_t *cache_take(heap_t *h, unsigned cls) {
+/* A block of a cached class from the stack, handed out, or NULL. malloc's
+ * slow path asks first when its class's hot span is empty
+ * (malloc_class_slow): a hit takes no other call (class_for,
+ * heap_alloc_class, the purger's poll); heap_alloc_class asks again before
+ * a span change, for calloc, realloc and aligned requests. */
+void *heap_cache_take(heap_t *h, unsigned cls) {
   block_t *b = cache_get(h, cls);
   if (b) {
     dbg_alloc(span_at((uintptr_t)b - rill_arena.base), b);
     owner_release(h);
   }
   return b;
-}
-
-/* malloc's slow path asks first, for a class the cache keeps (its hot span
- * empty, malloc_class_slow): a hit takes no other call (class_for,
- * heap_alloc_class, the purger's poll). */
-void *heap_cache_take(heap_t *h, unsigned cls) {
-  return cache_take(h, cls);
 }
 
 /* The owner's free of b into its own floating span sp: kept if there is
@@ -1140,7 +1136,7 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
     if (p) return p;
   }
   block_t *b = sp->free;
-  if (!b && cls - CACHE_CLS0 < NCACHE && (b = cache_take(h, cls)) != NULL) return b;
+  if (!b && cls - CACHE_CLS0 < NCACHE && (b = heap_cache_take(h, cls)) != NULL) return b;
   if (!b) {
     spin_lock(&h->hot_lock);
     for (;;) {

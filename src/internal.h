@@ -675,7 +675,6 @@ uint32_t heap_young_live(void) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 uint32_t heap_cached(unsigned cls) INTERNAL;
 void *heap_cache_take(heap_t *h, unsigned cls) INTERNAL;
-#define CACHE_ABOVE ((size_t)8192) /* class_size(CACHE_CLS0 - 1): larger sizes are cached */
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *large_alloc_moved(heap_t *h, size_t n) INTERNAL;
 /* Under an address-space limit the thread-heap records take at most this
