@@ -52,8 +52,9 @@ static inline void head_set(size_t slot, size_t first) {
   __atomic_store_n(&rill_arena.heads[slot], span_of_index(first), __ATOMIC_RELAXED);
 }
 
-#define BINS  64
-#define WARMS 8 /* warm lists: runs of 1, 2-3, 4-7, .. 64-127, and 128 slots or more */
+#define BINS      64
+#define RUN_WHOLE 2 /* run_free: a big class's run filed whole (file_whole) */
+#define WARMS     8 /* warm lists: runs of 1, 2-3, 4-7, .. 64-127, and 128 slots or more */
 typedef struct shard {
   _Atomic int lock;
   uint8_t id;                /* the runs' `shard` mark: index + 1 (0: not a run) */
@@ -64,6 +65,7 @@ typedef struct shard {
   span_t *warm[WARMS];       /* the free runs that hold pages by length, last filed first */
   span_t *warm_tail[WARMS];
   _Atomic uint32_t warm_any; /* bit k: warm[k] has a run (read unlocked, as a guess) */
+  uint32_t whole;            /* big classes' runs filed whole, not merged (run_free 2) */
 } __attribute__((aligned(64))) shard_t;
 static shard_t shards[RUN_SHARDS];
 
@@ -323,6 +325,7 @@ static void unlink_run(shard_t *sh, span_t *sp) {
   if (sp->next) sp->next->prev = sp->prev;
   if (!sh->bins[b])
     nonempty_set(sh, atomic_load_explicit(&sh->nonempty, RLX) & ~((uint64_t)1 << b));
+  if (sp->run_free == RUN_WHOLE) __atomic_store_n(&sh->whole, sh->whole - 1, __ATOMIC_RELAXED);
   sp->run_free = 0;
 }
 
@@ -373,7 +376,7 @@ static void merge_state(span_t *a, const span_t *b) {
  * looked at only when its entry carries sh's mark: the slots of other
  * shards and of pool spans change under other locks, and their heads may
  * name anything; ours hold still while we hold sh's lock. */
-static void release(shard_t *sh, span_t *sp) {
+static span_t *release(shard_t *sh, span_t *sp) {
   SPAN_SET(sp, bsize, 0);
   size_t i = span_index(sp), n = sp->nslots, j = i + n;
   if (j < arena_bound_slots() && head_get(j) == j) {
@@ -394,6 +397,57 @@ static void release(shard_t *sh, span_t *sp) {
     n += l->nslots;
   }
   file_run(sh, sp, n);
+  return sp;
+}
+
+/* A big class's span, emptied, is filed whole: not merged with its free
+ * neighbours, so the next span of that length is cut where it was, and its
+ * blocks start where that one's did. Merged at once, it became part of a
+ * longer free run whose low end the next span of any class was cut from:
+ * a program replacing 16-64 KiB buffers at random then touched 2.2x the
+ * cache lines and pages that tcmalloc's reused buffers do, and took 2x its
+ * time (docs/benchmarks.md, "A block-cache hit, shorter"; bench_pattern
+ * spread). Whole runs merge when a request finds no fit (coalesce), so a
+ * program that moves on to larger blocks still reuses their memory
+ * (test_memory --share). dlmalloc's fastbins defer coalescing the same way. */
+static void file_whole(shard_t *sh, span_t *sp) {
+  SPAN_SET(sp, bsize, 0);
+  file_run(sh, sp, sp->nslots);
+  sp->run_free = RUN_WHOLE;
+  __atomic_store_n(&sh->whole, sh->whole + 1, __ATOMIC_RELAXED);
+}
+
+/* May free run sp serve n slots? A whole run serves its own length only:
+ * split for another, it left pieces no class's span fits, which nothing
+ * merged until a neighbour came back (the sizes benchmark's peak, +12-20%). */
+static inline bool fits(const span_t *sp, size_t n) {
+  return sp->nslots == n || (sp->nslots > n && sp->run_free != RUN_WHOLE);
+}
+
+/* Under sh's lock: whole runs merged with their free neighbours until one of
+ * them makes n slots or more, split to n as fit's are; NULL if none did.
+ * Taken here, not looked for again: a fit looks at LOOK runs a bin, and the
+ * whole runs it passes over may fill those. Collected a batch at a time
+ * first: each merge relinks the bins. A run merged into an earlier one of
+ * the batch is no longer whole (unlink_run), and is skipped. */
+#define COALESCE_BATCH 64
+static span_t *split_take(shard_t *sh, span_t *sp, size_t n);
+static span_t *coalesce(shard_t *sh, size_t n) {
+  while (sh->whole) {
+    span_t *got[COALESCE_BATCH];
+    unsigned m = 0;
+    for (unsigned b = 0; b < BINS && m < COALESCE_BATCH; b++)
+      for (span_t *sp = sh->bins[b]; sp && m < COALESCE_BATCH; sp = sp->next)
+        if (sp->run_free == RUN_WHOLE) got[m++] = sp;
+    if (!m) return NULL; /* unreachable while the count is right */
+    for (unsigned k = 0; k < m; k++)
+      if (got[k]->run_free == RUN_WHOLE) {
+        unlink_run(sh, got[k]);
+        span_t *sp = release(sh, got[k]);
+        if (sp->nslots >= n) return split_take(sh, sp, n);
+      }
+  }
+  return NULL;
 }
 
 /* Makes slot i's entry the head of a free run of the shard marked `mark`,
@@ -477,11 +531,12 @@ static span_t *split_take(shard_t *sh, span_t *sp, size_t n) {
  * smallest of sh's bins from b on that has one, split to n; NULL if none. */
 static span_t *fit(shard_t *sh, size_t n, unsigned b) {
   span_t *sp = sh->bins[b];
-  for (unsigned k = 0; sp && sp->nslots < n; k++) sp = k < LOOK ? sp->next : NULL;
-  if (!sp) {
-    uint64_t up =
-        b + 1 < BINS ? atomic_load_explicit(&sh->nonempty, RLX) & (~(uint64_t)0 << (b + 1)) : 0;
-    if (up) sp = sh->bins[__builtin_ctzll(up)];
+  for (unsigned k = 0; sp && !fits(sp, n); k++) sp = k < LOOK ? sp->next : NULL;
+  uint64_t up =
+      b + 1 < BINS ? atomic_load_explicit(&sh->nonempty, RLX) & (~(uint64_t)0 << (b + 1)) : 0;
+  for (; !sp && up; up &= up - 1) { /* larger bins: any run but a whole one */
+    sp = sh->bins[__builtin_ctzll(up)];
+    for (unsigned k = 0; sp && !fits(sp, n); k++) sp = k < LOOK ? sp->next : NULL;
   }
   return split_take(sh, sp, n);
 }
@@ -495,7 +550,7 @@ static span_t *fit_warm(shard_t *sh, size_t n) {
   unsigned looks = 0;
   for (unsigned k = warm_of(n); !best && k < WARMS && looks < LOOK; k++)
     for (span_t *sp = sh->warm[k]; sp && looks < LOOK; sp = sp->warm_next, looks++)
-      if (sp->nslots >= n && (!best || sp->nslots < best->nslots)) best = sp;
+      if (fits(sp, n) && (!best || sp->nslots < best->nslots)) best = sp;
   return split_take(sh, best, n);
 }
 
@@ -580,6 +635,12 @@ static bool wild_grow(shard_t *sh, size_t k) {
   return true;
 }
 
+/* Has shard sh whole runs, which merged may fit what its bins do not
+ * (coalesce)? Read without its lock, as may_fit's guess is. */
+static bool may_whole(const shard_t *sh) {
+  return __atomic_load_n(&sh->whole, __ATOMIC_RELAXED) != 0;
+}
+
 /* May shard sh have a free run of n slots or more (bin b, or above)? Read
  * without its lock: a wrong guess costs a lock, or fresh slots. */
 static bool may_fit(const shard_t *sh, unsigned b) {
@@ -601,16 +662,19 @@ static span_t *run_take(size_t n, uint32_t home, bool own, bool wild, bool warm)
   shard_t *sh = &shards[home % RUN_SHARDS];
   spin_lock(&sh->lock);
   span_t *sp = warm ? fit_warm(sh, n) : fit(sh, n, b);
+  if (!sp && sh->whole) sp = coalesce(sh, n);
   bool others = false;
   for (unsigned k = 1; !sp && !own && !others && k < RUN_SHARDS; k++)
-    others = may_fit(&shards[(home + k) % RUN_SHARDS], b);
+    others =
+        may_fit(&shards[(home + k) % RUN_SHARDS], b) || may_whole(&shards[(home + k) % RUN_SHARDS]);
   if (!sp && others) { /* reuse another thread's free memory before fresh */
     spin_unlock(&sh->lock);
     for (unsigned k = 1; !sp && k < RUN_SHARDS; k++) {
       shard_t *o = &shards[(home + k) % RUN_SHARDS];
-      if (!may_fit(o, b) || (warm && !warm_may(o, n))) continue;
+      if (!may_whole(o) && (!may_fit(o, b) || (warm && !warm_may(o, n)))) continue;
       spin_lock(&o->lock);
       sp = warm ? fit_warm(o, n) : fit(o, n, b);
+      if (!sp && o->whole) sp = coalesce(o, n);
       spin_unlock(&o->lock);
     }
     spin_lock(&sh->lock);
@@ -710,7 +774,10 @@ void run_put(span_t *sp) {
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   spin_lock(&sh->lock);
   freed_mark(span_index(sp), sp->nslots); /* its object or blocks wrote it */
-  release(sh, sp);
+  if (sp->cls != CLS_LARGE && class_is_run(sp->cls))
+    file_whole(sh, sp);
+  else
+    release(sh, sp);
   spin_unlock(&sh->lock);
   pool_pages_arrived();
   pool_tick(now);
