@@ -662,19 +662,19 @@ static span_t *run_take(size_t n, uint32_t home, bool own, bool wild, bool warm)
   shard_t *sh = &shards[home % RUN_SHARDS];
   spin_lock(&sh->lock);
   span_t *sp = warm ? fit_warm(sh, n) : fit(sh, n, b);
-  if (!sp && sh->whole) sp = coalesce(sh, n);
+  if (!sp && wild && sh->whole) sp = coalesce(sh, n);
   bool others = false;
   for (unsigned k = 1; !sp && !own && !others && k < RUN_SHARDS; k++)
-    others =
-        may_fit(&shards[(home + k) % RUN_SHARDS], b) || may_whole(&shards[(home + k) % RUN_SHARDS]);
+    others = may_fit(&shards[(home + k) % RUN_SHARDS], b) ||
+             (wild && may_whole(&shards[(home + k) % RUN_SHARDS]));
   if (!sp && others) { /* reuse another thread's free memory before fresh */
     spin_unlock(&sh->lock);
     for (unsigned k = 1; !sp && k < RUN_SHARDS; k++) {
       shard_t *o = &shards[(home + k) % RUN_SHARDS];
-      if (!may_whole(o) && (!may_fit(o, b) || (warm && !warm_may(o, n)))) continue;
+      if (!(wild && may_whole(o)) && (!may_fit(o, b) || (warm && !warm_may(o, n)))) continue;
       spin_lock(&o->lock);
       sp = warm ? fit_warm(o, n) : fit(o, n, b);
-      if (!sp && o->whole) sp = coalesce(o, n);
+      if (!sp && wild && o->whole) sp = coalesce(o, n);
       spin_unlock(&o->lock);
     }
     spin_lock(&sh->lock);
