@@ -424,6 +424,16 @@ static inline bool fits(const span_t *sp, size_t n) {
   return sp->nslots == n || (sp->nslots > n && sp->run_free != RUN_WHOLE);
 }
 
+/* Under sh's lock: is a free run of sh next to run sp? */
+static bool free_beside(shard_t *sh, const span_t *sp) {
+  size_t i = span_index(sp), j = i + sp->nslots, k = head_get(i - 1);
+  const span_t *l = span_of_index(k);
+  if (shard_mark(l) == sh->id && l->run_free && k + l->nslots == i) return true;
+  if (j >= arena_bound_slots() || head_get(j) != j) return false;
+  const span_t *r = span_of_index(j);
+  return shard_mark(r) == sh->id && r->run_free;
+}
+
 /* Under sh's lock: whole runs merged with their free neighbours until one of
  * them makes n slots or more, split to n as fit's are; NULL if none did.
  * Taken here, not looked for again: a fit looks at LOOK runs a bin, and the
@@ -438,8 +448,8 @@ static span_t *coalesce(shard_t *sh, size_t n) {
     unsigned m = 0;
     for (unsigned b = 0; b < BINS && m < COALESCE_BATCH; b++)
       for (span_t *sp = sh->bins[b]; sp && m < COALESCE_BATCH; sp = sp->next)
-        if (sp->run_free == RUN_WHOLE) got[m++] = sp;
-    if (!m) return NULL; /* unreachable while the count is right */
+        if (sp->run_free == RUN_WHOLE && free_beside(sh, sp)) got[m++] = sp;
+    if (!m) break; /* none has free space beside it */
     for (unsigned k = 0; k < m; k++)
       if (got[k]->run_free == RUN_WHOLE) {
         unlink_run(sh, got[k]);
