@@ -54,7 +54,11 @@ static inline void head_set(size_t slot, size_t first) {
 
 #define BINS      64
 #define RUN_WHOLE 2 /* run_free: a big class's run filed whole (file_whole) */
-#define WARMS     8 /* warm lists: runs of 1, 2-3, 4-7, .. 64-127, and 128 slots or more */
+/* Only runs this short are kept whole: the classes up to 64 KiB. Longer
+ * ones, of many more lengths, were stranded in the object-size sweep at
+ * 64-256 KiB (+13% peak at 4 threads; docs/benchmarks.md). */
+#define WHOLE_SLOTS_MAX 8
+#define WARMS           8 /* warm lists: runs of 1, 2-3, 4-7, .. 64-127, and 128 slots or more */
 typedef struct shard {
   _Atomic int lock;
   uint8_t id;                /* the runs' `shard` mark: index + 1 (0: not a run) */
@@ -784,7 +788,7 @@ void run_put(span_t *sp) {
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   spin_lock(&sh->lock);
   freed_mark(span_index(sp), sp->nslots); /* its object or blocks wrote it */
-  if (sp->cls != CLS_LARGE && class_is_run(sp->cls))
+  if (sp->cls != CLS_LARGE && class_is_run(sp->cls) && sp->nslots <= WHOLE_SLOTS_MAX)
     file_whole(sh, sp);
   else
     release(sh, sp);
