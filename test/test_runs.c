@@ -11,7 +11,9 @@
  * among its own thread's runs, and that a block realloc grows past 64 KiB
  * becomes a run that grows in place; with --tails, that blocks of a class over 4 KiB
  * fill their spans, so memory that blocks of one class wrote holds no
- * unused resident tail when another class takes it; with --aging (a short
+ * unused resident tail when another class takes it; with --reuse, that
+ * buffers replaced at random are cut where their class's emptied runs
+ * were, so the pages they write stay few; with --aging (a short
  * delay), that a free run which takes in a freshly freed neighbour again and
  * again still gives back the pages that have been free a whole delay; with
  * --spill, that runs take pooled spans that hold pages before fresh memory;
@@ -481,6 +483,50 @@ static void run_colours(void) {
     if (p) memset(p, 1, n);
     T_free(p);
   }
+}
+
+/* --reuse, in a process of its own: 16-64 KiB buffers replaced at random,
+ * up to 400 at once (randalloc's walk: each step allocates or frees one),
+ * each written at its first and last byte only, as a buffer partly filled
+ * is, with no purge during the run. The pages they reach, resident
+ * afterwards, against the most bytes they held at once: when an emptied big
+ * class's run merged at once with its free neighbours and was cut afresh,
+ * the next runs of its length started elsewhere, and the written pages
+ * spread over all of it (1.01x); filed whole, a run is reused where it was
+ * (runs.c, file_whole; 0.65x). */
+static void buffers_reuse(void) {
+  enum { NBUF = 400, OPS = 300000, MIN = 16 * 1024, MAX = 64 * 1024 };
+  static char *blk[NBUF];
+  static size_t len[NBUF];
+  size_t live = 0, bytes = 0, peak = 0;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  uint64_t seed = 0x9e3779b97f4a7c15u;
+  for (int op = 0; op < OPS; op++) {
+    uint64_t r = rng_next(&seed);
+    if (live == 0 || (live < NBUF && (r & 1))) {
+      size_t n = MIN + (size_t)((r >> 32) % (MAX - MIN + 1));
+      char *p = xmalloc(n);
+      p[0] = p[n - 1] = (char)op; /* a header and a tail: a buffer partly filled */
+      blk[live] = p, len[live++] = n;
+      bytes += n;
+      if (bytes > peak) peak = bytes;
+      if ((uintptr_t)p < lo) lo = (uintptr_t)p;
+      if ((uintptr_t)p + n > hi) hi = (uintptr_t)p + n;
+    } else {
+      size_t i = (size_t)((r >> 32) % live);
+      T_free(blk[i]);
+      bytes -= len[i];
+      blk[i] = blk[--live], len[i] = len[live];
+    }
+  }
+  size_t res = resident_bytes((void *)lo, hi - lo);
+  printf("  %-38s %zu KiB resident, %zu KiB live at most (%.2fx)\n", "buffers replaced at random",
+         res / KiB, peak / KiB, (double)res / (double)peak);
+  CHECK(res < peak / 10 * 8,
+        "%zu KiB resident where 16-64 KiB buffers replaced at random, each written at its ends, "
+        "held %zu KiB at most: their runs moved, and the writes spread over all their memory",
+        res / KiB, peak / KiB);
+  while (live) T_free(blk[--live]);
 }
 
 /* --tails, in a process of its own: 8 MiB of 16 KiB blocks written and
@@ -1091,6 +1137,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--colours")) {
     run_colours();
     return t_finish("test_runs --colours");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--reuse")) {
+    buffers_reuse();
+    return t_finish("test_runs --reuse");
   }
   if (argc > 1 && !strcmp(argv[1], "--tails")) {
     class_tails();
