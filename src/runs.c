@@ -69,7 +69,6 @@ typedef struct shard {
   span_t *warm[WARMS];       /* the free runs that hold pages by length, last filed first */
   span_t *warm_tail[WARMS];
   _Atomic uint32_t warm_any;       /* bit k: warm[k] has a run (read unlocked, as a guess) */
-  uint32_t whole;                  /* big classes' runs filed whole, not merged (run_free 2) */
   span_t *wh[WHOLE_SLOTS_MAX + 1]; /* whole runs by length (all hold pages), last filed first */
   span_t *wh_tail[WHOLE_SLOTS_MAX + 1];
   _Atomic uint32_t wh_any; /* bit n: wh[n] has a run (read unlocked, as a guess) */
@@ -295,57 +294,40 @@ static inline unsigned warm_of(size_t n) {
   unsigned k = 63u - (unsigned)__builtin_clzll(n);
   return k < WARMS ? k : WARMS - 1;
 }
-/* The whole runs' lists, one per length (file_whole), on the warm links
- * (`warm` 2): on the warm lists, where one list holds runs of 4-7 slots, a
- * request for 6 passed over whole runs of 4, 5 and 7 that it may not split,
- * up to LOOK of them, and the object-size sweep at 16-64 KiB spent 12% of
- * its time there (1.08-1.18x main's time). A whole run holds pages until a
- * purge pass, which merges it (shard_purge: release). */
-static void wh_unlink(shard_t *sh, span_t *sp) {
-  size_t n = sp->nslots;
+/* A free run onto or off list k of a shard's lists on the warm links, last
+ * filed first: the warm lists (`warm` 1, by warm_of) or the whole runs'
+ * (`warm` 2, by exact length: file_whole). Bit k of `any` says list k has a
+ * run. On the warm lists, where one list holds runs of 4-7 slots, a request
+ * for 6 passed over whole runs of 4, 5 and 7 that it may not split, up to
+ * LOOK of them, and the object-size sweep at 16-64 KiB spent 12% of its
+ * time there (1.08-1.18x the time without whole runs). */
+static void link_push(span_t **head, span_t **tail, _Atomic uint32_t *any, unsigned k, span_t *sp,
+                      uint8_t tag) {
+  sp->warm_prev = NULL;
+  sp->warm_next = head[k];
+  *(head[k] ? &head[k]->warm_prev : &tail[k]) = sp;
+  head[k] = sp;
+  atomic_store_explicit(any, atomic_load_explicit(any, RLX) | 1u << k, RLX);
+  sp->warm = tag;
+}
+static void link_unlink(span_t **head, span_t **tail, _Atomic uint32_t *any, unsigned k,
+                        span_t *sp) {
   if (sp->warm_prev)
     sp->warm_prev->warm_next = sp->warm_next;
   else
-    sh->wh[n] = sp->warm_next;
-  *(sp->warm_next ? &sp->warm_next->warm_prev : &sh->wh_tail[n]) = sp->warm_prev;
-  if (!sh->wh[n])
-    atomic_store_explicit(&sh->wh_any, atomic_load_explicit(&sh->wh_any, RLX) & ~(1u << n), RLX);
+    head[k] = sp->warm_next;
+  *(sp->warm_next ? &sp->warm_next->warm_prev : &tail[k]) = sp->warm_prev;
+  if (!head[k]) atomic_store_explicit(any, atomic_load_explicit(any, RLX) & ~(1u << k), RLX);
   sp->warm = 0;
-}
-static void wh_push(shard_t *sh, span_t *sp) {
-  size_t n = sp->nslots;
-  sp->warm_prev = NULL;
-  sp->warm_next = sh->wh[n];
-  *(sh->wh[n] ? &sh->wh[n]->warm_prev : &sh->wh_tail[n]) = sp;
-  sh->wh[n] = sp;
-  atomic_store_explicit(&sh->wh_any, atomic_load_explicit(&sh->wh_any, RLX) | 1u << n, RLX);
-  sp->warm = 2;
 }
 static void warm_unlink(shard_t *sh, span_t *sp) {
-  if (!sp->warm) return;
-  if (sp->warm == 2) {
-    wh_unlink(sh, sp);
-    return;
-  }
-  unsigned k = warm_of(sp->nslots);
-  if (sp->warm_prev)
-    sp->warm_prev->warm_next = sp->warm_next;
-  else
-    sh->warm[k] = sp->warm_next;
-  *(sp->warm_next ? &sp->warm_next->warm_prev : &sh->warm_tail[k]) = sp->warm_prev;
-  if (!sh->warm[k])
-    atomic_store_explicit(&sh->warm_any, atomic_load_explicit(&sh->warm_any, RLX) & ~(1u << k),
-                          RLX);
-  sp->warm = 0;
+  if (sp->warm == 1)
+    link_unlink(sh->warm, sh->warm_tail, &sh->warm_any, warm_of(sp->nslots), sp);
+  else if (sp->warm == 2) /* a whole run holds pages until a purge pass merges it */
+    link_unlink(sh->wh, sh->wh_tail, &sh->wh_any, (unsigned)sp->nslots, sp);
 }
 static void warm_push(shard_t *sh, span_t *sp) {
-  unsigned k = warm_of(sp->nslots);
-  sp->warm_prev = NULL;
-  sp->warm_next = sh->warm[k];
-  *(sh->warm[k] ? &sh->warm[k]->warm_prev : &sh->warm_tail[k]) = sp;
-  sh->warm[k] = sp;
-  atomic_store_explicit(&sh->warm_any, atomic_load_explicit(&sh->warm_any, RLX) | 1u << k, RLX);
-  sp->warm = 1;
+  link_push(sh->warm, sh->warm_tail, &sh->warm_any, warm_of(sp->nslots), sp, 1);
 }
 /* Whether sh may have a warm run of n slots or more (a guess, unlocked). */
 static inline bool warm_may(shard_t *sh, size_t n) {
@@ -363,7 +345,6 @@ static void unlink_run(shard_t *sh, span_t *sp) {
   if (sp->next) sp->next->prev = sp->prev;
   if (!sh->bins[b])
     nonempty_set(sh, atomic_load_explicit(&sh->nonempty, RLX) & ~((uint64_t)1 << b));
-  if (sp->run_free == RUN_WHOLE) __atomic_store_n(&sh->whole, sh->whole - 1, __ATOMIC_RELAXED);
   sp->run_free = 0;
 }
 
@@ -452,9 +433,8 @@ static void file_whole(shard_t *sh, span_t *sp) {
   SPAN_SET(sp, bsize, 0);
   file_run(sh, sp, sp->nslots);
   warm_unlink(sh, sp); /* run_put stamped it: it holds pages */
-  wh_push(sh, sp);
+  link_push(sh->wh, sh->wh_tail, &sh->wh_any, (unsigned)sp->nslots, sp, 2);
   sp->run_free = RUN_WHOLE;
-  __atomic_store_n(&sh->whole, sh->whole + 1, __ATOMIC_RELAXED);
 }
 
 /* May free run sp serve n slots? A whole run serves its own length only:
@@ -486,13 +466,18 @@ static bool free_beside(shard_t *sh, const span_t *sp) {
  * first: each merge relinks the bins. A run merged into an earlier one of
  * the batch is no longer whole (unlink_run), and is skipped. */
 #define COALESCE_BATCH 64
+/* Whole runs looked at in all, so that the lock is held a bounded time: with
+ * thousands of whole runs between live ones, a request for a large block
+ * that none of them could make walked them all at every miss. */
+#define COALESCE_LOOKS 512
 static span_t *split_take(shard_t *sh, span_t *sp, size_t n);
 static span_t *coalesce(shard_t *sh, size_t n) {
-  while (sh->whole) {
+  for (unsigned looks = 0; looks < COALESCE_LOOKS;) {
     span_t *got[COALESCE_BATCH];
     unsigned m = 0;
     for (unsigned b = 1; b <= WHOLE_SLOTS_MAX && m < COALESCE_BATCH; b++)
-      for (span_t *sp = sh->wh[b]; sp && m < COALESCE_BATCH; sp = sp->warm_next)
+      for (span_t *sp = sh->wh[b]; sp && m < COALESCE_BATCH && looks < COALESCE_LOOKS;
+           sp = sp->warm_next, looks++)
         if (free_beside(sh, sp)) got[m++] = sp;
     if (!m) break; /* none has free space beside it */
     /* the highest first: fit_warm takes the lowest of a length, so those
@@ -717,7 +702,7 @@ static bool wild_grow(shard_t *sh, size_t k) {
 /* Has shard sh whole runs, which merged may fit what its bins do not
  * (coalesce)? Read without its lock, as may_fit's guess is. */
 static bool may_whole(const shard_t *sh) {
-  return __atomic_load_n(&sh->whole, __ATOMIC_RELAXED) != 0;
+  return atomic_load_explicit(&sh->wh_any, RLX) != 0;
 }
 
 /* May shard sh have a free run of n slots or more (bin b, or above)? Read
@@ -741,7 +726,7 @@ static span_t *run_take(size_t n, uint32_t home, bool own, bool wild, bool warm)
   shard_t *sh = &shards[home % RUN_SHARDS];
   spin_lock(&sh->lock);
   span_t *sp = warm ? fit_warm(sh, n) : fit(sh, n, b);
-  if (!sp && wild && sh->whole) sp = coalesce(sh, n);
+  if (!sp && wild && may_whole(sh)) sp = coalesce(sh, n);
   bool others = false;
   for (unsigned k = 1; !sp && !own && !others && k < RUN_SHARDS; k++)
     others = may_fit(&shards[(home + k) % RUN_SHARDS], b) ||
@@ -753,7 +738,7 @@ static span_t *run_take(size_t n, uint32_t home, bool own, bool wild, bool warm)
       if (!(wild && may_whole(o)) && (!may_fit(o, b) || (warm && !warm_may(o, n)))) continue;
       spin_lock(&o->lock);
       sp = warm ? fit_warm(o, n) : fit(o, n, b);
-      if (!sp && wild && o->whole) sp = coalesce(o, n);
+      if (!sp && wild && may_whole(o)) sp = coalesce(o, n);
       spin_unlock(&o->lock);
     }
     spin_lock(&sh->lock);
