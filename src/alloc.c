@@ -14,8 +14,8 @@
 static inline heap_t *cur_heap(void) {
   return rill_tls;
 }
-#define LOCK(h)   ((void)0)
-#define UNLOCK(h) ((void)0)
+#define LOCK(h)   owner_enter() /* TSan builds only (heap_lend) */
+#define UNLOCK(h) owner_leave()
 #else
 /* Comparison baselines built from the same sources (ar-malloc note, LKmalloc
  * §6-7): variant 1 puts every operation under one lock; variant 2 maps

@@ -31,6 +31,9 @@ static heap_lists_t fixed_lists[2 + SHARED_N + 2];
 heap_t rill_empty_heap = {SENTINEL_HEAP(0)};
 heap_t rill_done_heap = {SENTINEL_HEAP(1)};
 __thread heap_t *rill_tls = &rill_empty_heap;
+#ifdef RILL_TSAN
+__thread _Atomic int rill_inside;
+#endif
 
 /* Locked heaps that no thread owns, never torn down: threads whose clean-up
  * already ran (other TLS destructors still calling malloc) allocate from the
@@ -1229,6 +1232,7 @@ heap_t *heap_get_slow(void) {
     if (!h) return NULL;
   }
   rill_tls = h;
+  owner_mark(h);
   rill_thread_register(h);
   purger_thread_seen();
   return h;
@@ -1249,6 +1253,7 @@ static heap_t *heap_grow_up(void) {
   atomic_fetch_sub_explicit(&young_live, 1, RLX);
   young_frees_fold();
   rill_tls = h; /* before the key's value changes: that may allocate */
+  owner_mark(h);
   rill_thread_register(h);
   return h;
 }
@@ -1766,7 +1771,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
   }
   atomic_thread_fence(memory_order_seq_cst);
   race_window(); /* the owner may wake here: its frees find the spans unattached */
-  bool still = os_thread_waiting(tid, &after) && after == before;
+  bool still = os_thread_waiting(tid, &after) && after == before && !owner_busy(h);
   if (still) {
     owner_acquire(h);                           /* its frees came before its wait */
     atomic_store_explicit(&h->lent, true, RLX); /* and what remote frees queue next */

@@ -229,9 +229,23 @@ void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
 #define owner_release(h) __tsan_release((void *)&(h)->tid)
 #define owner_acquire(h) __tsan_acquire((void *)&(h)->tid)
+/* The lender's look (heap_lend) takes an owner asleep in a futex wait to be
+ * outside rill: the fast paths make no calls. Under TSan they do, and its
+ * runtime may wait on a futex of its own between the owner's read of a hot
+ * span and its pop (a CI report: tsan_stats_poll). TSan builds count the
+ * owner's calls under way, and the lender leaves an owner inside one. */
+extern __thread _Atomic int rill_inside INTERNAL __attribute__((tls_model("initial-exec")));
+#define owner_enter() atomic_fetch_add_explicit(&rill_inside, 1, memory_order_relaxed)
+#define owner_leave() atomic_fetch_sub_explicit(&rill_inside, 1, memory_order_relaxed)
+#define owner_mark(h) ((h)->inside = &rill_inside)
+#define owner_busy(h) ((h)->inside && atomic_load_explicit((h)->inside, memory_order_relaxed) != 0)
 #else
 #define owner_release(h) ((void)0)
 #define owner_acquire(h) ((void)0)
+#define owner_enter()    ((void)0)
+#define owner_leave()    ((void)0)
+#define owner_mark(h)    ((void)0)
+#define owner_busy(h)    false
 #endif
 /* The fast paths' x86-64 asm (used_inc, below_check, attached_to,
  * arena_beyond): one access each, as the portable atomics would make, but
@@ -639,6 +653,9 @@ typedef struct heap {
   _Atomic uint32_t cache_off; /* the purger is draining the stacks of an idle owner */
 #if RILL_DEBUG
   _Atomic uint32_t owner_tid; /* the thread that owns this record now */
+#endif
+#ifdef RILL_TSAN
+  _Atomic int *inside; /* the owner's count of its calls under way (owner_busy) */
 #endif
 } heap_t;
 
