@@ -277,6 +277,7 @@ static void heap_reset(heap_t *h, uint32_t id) {
   h->warm = h->let_go = 0;
   atomic_fetch_add_explicit(&heaps_live, 1, RLX);
   atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX); /* heap_new runs in the owner */
+  owner_mark(h); /* before the record is live: the lender reads it */
   atomic_store_explicit(&h->gen, atomic_load_explicit(&h->gen, RLX) + 1, RLX);
   spin_lock(&h->lock); /* a late remote free may still be listing a span here */
   heap_lists_t *ls = lists(h);
@@ -1232,7 +1233,6 @@ heap_t *heap_get_slow(void) {
     if (!h) return NULL;
   }
   rill_tls = h;
-  owner_mark(h);
   rill_thread_register(h);
   purger_thread_seen();
   return h;
@@ -1253,7 +1253,6 @@ static heap_t *heap_grow_up(void) {
   atomic_fetch_sub_explicit(&young_live, 1, RLX);
   young_frees_fold();
   rill_tls = h; /* before the key's value changes: that may allocate */
-  owner_mark(h);
   rill_thread_register(h);
   return h;
 }
