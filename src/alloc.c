@@ -84,6 +84,7 @@ static inline void *malloc_fast(heap_t *h, size_t n) {
   } else
     return malloc_slow(n, h);
   if (likely(b != NULL)) {
+    race_nap();
     sp->free = b->next;
     used_inc(sp);
     dbg_alloc(sp, b);
@@ -114,6 +115,7 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
      * `limit` is read plainly: this thread owns the span and is its only
      * writer, so the compare takes it straight from memory */
     if (unlikely(t >= sp->limit || b == head)) rill_invalid(fn, p);
+    race_nap();
     b->next = head;
     sp->free = b;
     uint32_t u = used_get(sp) - 1;

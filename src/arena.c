@@ -147,6 +147,13 @@ void os_wait_ms(_Atomic uint32_t *w, uint32_t v, uint32_t ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, v, &ts, NULL, 0);
 }
+#if defined(RILL_RACE_WINDOWS) && defined(RILL_TSAN)
+void race_nap(void) {
+  static __thread uint32_t calls;
+  static _Atomic uint32_t never; /* nobody wakes it: the wait times out */
+  if (++calls % 256 == 0) os_wait_ms(&never, 0, 2);
+}
+#endif
 void os_wake(_Atomic uint32_t *w) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }

@@ -1164,6 +1164,7 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
     }
     spin_unlock(&h->hot_lock);
   }
+  race_nap();
   sp->free = b->next;
   used_inc(sp);
   dbg_alloc(sp, b);

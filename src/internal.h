@@ -802,6 +802,14 @@ static inline void fork_release(_Atomic int *l) {
 #else
 #define race_window() ((void)0)
 #endif
+/* TSan builds with the windows also nap in a futex wait, now and then, inside
+ * the fast paths with a span in hand, as TSan's runtime may (owner_busy): the
+ * purger then finds the owner asleep mid-call, and must not lend its spans. */
+#if defined(RILL_RACE_WINDOWS) && defined(RILL_TSAN)
+void race_nap(void) INTERNAL;
+#else
+#define race_nap() ((void)0)
+#endif
 
 #include "debug.h"
 
