@@ -19,10 +19,19 @@ OUT = DOCS / "benchmarks"
 SECTION = "## The run"
 
 
+def is_full(summary):
+    with open(summary) as f:
+        return "(full mode)" in f.readline()
+
+
 def newest_results():
-    runs = sorted(p for p in (REPO / "bench" / "results").glob("*") if p.is_dir())
+    """The newest full run: the timestamped directories only (`latest` is a
+    copy of the last run of any mode, `real-*` the real programs')."""
+    runs = sorted(p for p in (REPO / "bench" / "results").glob("*")
+                  if re.fullmatch(r"\d{8}-\d{6}", p.name) and (p / "summary.md").is_file()
+                  and is_full(p / "summary.md"))
     if not runs:
-        sys.exit("publish: no results directory under bench/results; run bench/run.sh --full")
+        sys.exit("publish: no full run under bench/results; run bench/run.sh --full")
     return runs[-1]
 
 
@@ -46,9 +55,9 @@ def main():
     summary = src / "summary.md"
     if not summary.is_file():
         sys.exit(f"publish: {summary} is missing; did the run finish?")
-    text = summary.read_text()
-    if "(full mode)" not in text.splitlines()[0]:
+    if not is_full(summary):
         sys.exit("publish: this is not a full-mode run; benchmarks.md shows full runs only")
+    text = summary.read_text()
     doc = (DOCS / "benchmarks.md").read_text()
     at = doc.find("\n" + SECTION + "\n")
     if at < 0:
