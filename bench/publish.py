@@ -66,12 +66,14 @@ def main():
     charts = sorted(src.glob("*.png"))
     for png in charts:
         shutil.copy2(png, OUT / png.name)
-    for name in ("summary.md", "machine.json"):
+    for name in ("summary.md", "machine.json", "recheck.md"):
         if (src / name).is_file():
             shutil.copy2(src / name, OUT / name)
     records = src / "results.json"
     if records.is_file():
-        with open(records, "rb") as f, gzip.open(OUT / "results.json.gz", "wb", 9) as g:
+        # no time stamp in the gzip header: the file changes only with the records
+        with open(records, "rb") as f, open(OUT / "results.json.gz", "wb") as raw, \
+                gzip.GzipFile("", "wb", 9, raw, mtime=0) as g:
             shutil.copyfileobj(f, g)
     (DOCS / "benchmarks.md").write_text(doc[: at + 1] + section_text(text))
     print(f"publish: {src.name}: {len(charts)} charts, summary and records in docs/benchmarks/;")

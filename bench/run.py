@@ -1092,7 +1092,9 @@ def targets_section(measured, allocs) -> list[str]:
 
 
 def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts, info, cg,
-                  charts: list[str], chart_note: str) -> str:
+                  charts: list[str], chart_note: str, recheck: Optional[str] = None) -> str:
+    """recheck: the section bench/recheck.py wrote (the cells that missed a
+    target, measured again side by side), placed after the targets."""
     a = h.args
     L = [f"# rill benchmark summary ({a.mode_label} mode)", ""]
     L.append(f"Run {info['started']} on {info['cpus']} CPUs ({info['cpu'] or info['machine']}), "
@@ -1174,6 +1176,8 @@ def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts,
         mem_sections.append((spec.name, head[:len(keys) + 1], mrows))
 
     L += targets_section(measured, allocs)
+    if recheck:
+        L += recheck.rstrip("\n").splitlines() + [""]
 
     # geometric means across benchmarks
     if per_bench_rel:
@@ -1528,6 +1532,12 @@ def parse_args(argv):
     p.add_argument("--out", type=Path, help="results directory "
                    "(default: bench/results/<timestamp>)")
     p.add_argument("--no-callgrind", action="store_true", help="skip the instruction counts")
+    p.add_argument("--recheck", type=int, metavar="PAIRS",
+                   help="after the suite, run each cell where rill missed a target again, "
+                   "alternating with the best peer, PAIRS times (bench/recheck.py); "
+                   "default 5 in full mode, 0 (off) otherwise")
+    p.add_argument("--recheck-budget", type=float, default=180.0, metavar="SECONDS",
+                   help="longest a cell's recheck may take, from the run's wall times (180)")
     p.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
     p.add_argument("--no-rill", metavar="REASON", help="leave out the rill libraries, "
                    "giving the reason (run.sh uses it when the project did not build, so "
@@ -1563,8 +1573,31 @@ def parse_args(argv):
     a.timeout_explicit = a.timeout is not None
     a.timeout = a.timeout if a.timeout is not None else (120.0 if full else 30.0)
     a.callgrind_pairs = (100000, 1100000) if full else (20000, 220000)
+    if a.recheck is None:
+        a.recheck = 5 if full and not a.special else 0
+    if a.recheck < 0:
+        p.error("--recheck takes a number of pairs (0 = off)")
     a.bench_dir = a.bench_dir or (a.build_dir / "bench")
     return a
+
+
+def recheck_cells(h: Harness, allocs, outdir: Path) -> Optional[str]:
+    """The cells where rill missed a target, run again side by side with the
+    best peer (bench/recheck.py); the section goes to outdir/recheck.md."""
+    import recheck  # bench/recheck.py, beside this file
+
+    a = h.args
+    cells = recheck.flagged(h.records)
+    print(f"recheck: {len(cells)} cell(s) missed a target; measuring them again side by side, "
+          f"{a.recheck} pairs each", flush=True)
+    try:
+        recheck.measure(cells, h.launcher, a.bench_dir, {al.name: al for al in allocs},
+                        a.recheck, a.recheck_budget)
+    except KeyboardInterrupt:
+        print("interrupted; the recheck reports what it measured", file=sys.stderr)
+    text = "\n".join(recheck.section(cells, a.recheck, recheck.stamp())) + "\n"
+    (outdir / "recheck.md").write_text(text)
+    return text
 
 
 def report_again(a, h: Harness, found: dict) -> int:
@@ -1608,8 +1641,9 @@ def report_again(a, h: Harness, found: dict) -> int:
         charts, chart_note = [], "Charts skipped (--no-charts)."
     else:
         charts, chart_note = make_charts(d, h, specs, allocs, a.thread_counts)
+    again = d / "recheck.md"  # the side-by-side pass of a full run, kept as it was
     text = write_summary(d / "summary.md", h, specs, allocs, [], a.thread_counts, info, cg,
-                         charts, chart_note)
+                         charts, chart_note, again.read_text() if again.is_file() else None)
     print(text)
     print(f"rewrote {rel(d / 'summary.md')}")
     return 0
@@ -1752,8 +1786,9 @@ def main(argv=None) -> int:
             charts, chart_note = make_charts(outdir, h, specs, allocs, a.thread_counts)
         except Exception as e:  # a broken plot must not lose the results
             charts, chart_note = [], f"Chart drawing failed: {e!r}"
+    again = recheck_cells(h, allocs, outdir) if a.recheck and not h.fatal else None
     text = write_summary(outdir / "summary.md", h, specs, allocs, skipped, a.thread_counts, info,
-                         cg, charts, chart_note)
+                         cg, charts, chart_note, again)
     (outdir / "machine.json").write_text(json.dumps(info, indent=1) + "\n")
 
     if a.out is None:  # keep a copy that does not move, for the docs

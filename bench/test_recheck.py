@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Checks bench/recheck.py's choice of cells and its report on made-up
+records (no program runs): which cells missed a target, against which
+peer, and how the side-by-side pairs are judged. .ci/run runs it."""
+import sys
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import recheck  # noqa: E402
+
+
+def rec(bench, alloc, value, threads=1, metric="time_s", unit="s", x=None, status="ok"):
+    return {"benchmark": bench, "program": f"bench_{bench}", "params": {"args": "-n 10"},
+            "x": x, "threads": threads, "allocator": alloc, "metric": metric, "unit": unit,
+            "value": value, "status": status, "wall_s": 0.5}
+
+
+def cells_of(records):
+    return {(c.benchmark, c.threads, c.x): c for c in recheck.flagged(records)}
+
+
+class Flagged(unittest.TestCase):
+    def test_time_target_at_one_and_two_threads(self):
+        rs = [rec("shbench", "rill", 1.02), rec("shbench", "mimalloc", 1.00),
+              rec("shbench", "glibc", 3.0),
+              rec("shbench", "rill", 1.20, threads=4), rec("shbench", "mimalloc", 1.0, threads=4)]
+        got = cells_of(rs)
+        self.assertEqual(list(got), [("shbench", 1, None)])  # 1.20x at 4 threads is no target
+        c = got[("shbench", 1, None)]
+        self.assertEqual((c.peer, c.bound), ("mimalloc", 1.0))
+        self.assertAlmostEqual(c.factor, 1.02)
+
+    def test_any_cell_over_the_bound_and_medians(self):
+        rs = [rec("sizes", "rill", v, x="16 KiB") for v in (1.3, 1.4, 9.0)]  # median 1.4
+        rs += [rec("sizes", "tcmalloc", v, x="16 KiB") for v in (1.0, 1.0, 0.1)]  # median 1.0
+        rs += [rec("sizes", "rill", 1.2, x="32 KiB"), rec("sizes", "tcmalloc", 1.0, x="32 KiB")]
+        got = cells_of(rs)
+        self.assertEqual(list(got), [("sizes", 1, "16 KiB")])
+        self.assertAlmostEqual(got[("sizes", 1, "16 KiB")].factor, 1.4)
+
+    def test_throughput_is_inverted(self):
+        rs = [rec("larson", "rill", 70.0, metric="ops_per_s", unit="ops/s"),
+              rec("larson", "tcmalloc", 100.0, metric="ops_per_s", unit="ops/s"),
+              rec("larson", "rill", 130.0, threads=2, metric="ops_per_s", unit="ops/s"),
+              rec("larson", "tcmalloc", 100.0, threads=2, metric="ops_per_s", unit="ops/s")]
+        got = cells_of(rs)
+        self.assertEqual(list(got), [("larson", 1, None)])
+        self.assertAlmostEqual(got[("larson", 1, None)].factor, 100 / 70)
+
+    def test_rill_variants_failures_and_callgrind_are_not_peers(self):
+        rs = [rec("threadtest", "rill", 2.0), rec("threadtest", "rill-hashed", 1.0),
+              rec("threadtest", "jemalloc", 0.5, status="crashed"),
+              rec("threadtest", "glibc", 1.9),
+              rec("lifo-callgrind", "rill", 90.0, metric="instructions_per_pair"),
+              rec("lifo-callgrind", "mimalloc", 60.0, metric="instructions_per_pair")]
+        got = cells_of(rs)
+        self.assertEqual(list(got), [("threadtest", 1, None)])
+        self.assertEqual(got[("threadtest", 1, None)].peer, "glibc")
+
+    def test_growth_ratios_rank_from_one(self):
+        # under 1.00 counts as 1.00 (run.rank_value), so 0.90 is no better than 1.00
+        rs = [rec("mstress", "rill", 1.00, metric="rss_growth", unit="x"),
+              rec("mstress", "glibc", 0.60, metric="rss_growth", unit="x")]
+        self.assertEqual(cells_of(rs), {})
+
+
+class Section(unittest.TestCase):
+    def cell(self, pairs, bound=1.25):
+        c = recheck.Cell("randalloc", "bench_randalloc", [], 1, None, "time_s", "s", "tcmalloc",
+                         1.4, bound, 0.5)
+        c.pairs = pairs
+        return c
+
+    def test_verdicts(self):
+        still = self.cell([(1.5, 1.0, 1.5), (1.4, 1.0, 1.4), (1.1, 1.0, 1.1)])
+        gone = self.cell([(1.0, 1.0, 1.0), (1.3, 1.0, 1.3), (0.9, 1.0, 0.9)])
+        skipped = self.cell([])
+        skipped.failed = "tcmalloc unavailable"
+        text = "\n".join(recheck.section([still, gone, skipped], 3))
+        self.assertIn("1.40x (1.10-1.50) | missed (> 1.25x)", text)
+        self.assertIn("1.00x (0.90-1.30) | met (<= 1.25x)", text)
+        self.assertIn("tcmalloc unavailable", text)
+        self.assertIn("Still missed side by side: 1 of 2 cell(s)", text)
+
+    def test_nothing_missed(self):
+        self.assertIn("No cell missed a target", "\n".join(recheck.section([], 5)))
+
+
+if __name__ == "__main__":
+    unittest.main()
