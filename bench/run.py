@@ -277,6 +277,12 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
         Spec("idle", "idle", ["-b", pick("64M", "256M"), "-w", pick("1.5", "3")],
              "LKmalloc sec. 4 (stability); memory given back while idle", threads=[2],
              modes=("full",), reps=1, timeout=60, geomean=False),
+        # the same with buffers of 16-64 KiB, whose spans are runs: what a program keeps of a
+        # burst of big buffers once the threads that freed them are gone
+        Spec("idle-buffers", "idle", ["-b", pick("64M", "256M"), "-m", "16384", "-M", "65536",
+                                      "-w", pick("1.5", "3")],
+             "LKmalloc sec. 4 (stability); big buffers given back while idle", threads=[2],
+             modes=("full",), reps=1, timeout=60, geomean=False),
         # the same with the threads alive and blocked through the wait: a thread pool's
         # idle workers, whose heaps hold whatever the allocator keeps per thread
         Spec("idle-pool", "idle", ["-k", "-b", pick("64M", "256M"), "-w", pick("1.5", "3")],

@@ -403,25 +403,30 @@ static size_t maps_purge(uint32_t cutoff, bool lazy, size_t budget, size_t *left
 }
 
 /* A pass: pooled spans and free runs freed at or before `cutoff` ms. */
-static size_t purge_pass(uint32_t cutoff, bool lazy, size_t *left) {
+static size_t purge_pass(uint32_t cutoff, bool lazy, unsigned batches, size_t *left) {
   size_t bytes = maps_purge(cutoff, lazy, SIZE_MAX, left), runs_left;
   if (rill_opt.commit_demand) decommit_pass();
-  bytes += runs_purge(cutoff, lazy, &runs_left);
+  bytes += runs_purge(cutoff, lazy, batches, &runs_left);
   *left += runs_left;
   atomic_fetch_add_explicit(&purged_bytes, bytes, RLX);
   return bytes;
 }
 
 /* One timed pass if one is due (every quarter delay) and no other pass runs.
- * Returns the spans left holding pages, or 1 when no pass ran. */
-size_t pool_purge_timed(uint64_t now) {
+ * Returns the spans left holding pages, or 1 when no pass ran. A pass on a
+ * program's thread (pool_tick) gives back one batch of free runs per
+ * shard, so no malloc waits for more than that; the purger's (background)
+ * goes on to RUN_BATCHES_IDLE batches: one batch a quarter delay gave back
+ * 32 MiB/s of big buffers' runs, and 2 GiB freed at once took a minute to
+ * leave RSS. */
+size_t pool_purge_timed(uint64_t now, bool background) {
   uint64_t due = atomic_load_explicit(&purge_due, RLX);
   if (now < due) return 1;
   uint32_t d = rill_opt.purge_delay, step = d / 4 > 10 ? d / 4 : 10;
   if (!atomic_compare_exchange_strong_explicit(&purge_due, &due, now + step, RLX, RLX)) return 1;
   if (!spin_trylock(&purge_lock)) return 1;
   size_t left;
-  purge_pass((uint32_t)(now - d), true, &left);
+  purge_pass((uint32_t)(now - d), true, background ? RUN_BATCHES_IDLE : 1, &left);
   spin_unlock(&purge_lock);
   return left;
 }
@@ -556,13 +561,13 @@ void pool_settle(void) {
   atomic_thread_fence(memory_order_seq_cst);
   size_t left;
   spin_lock(&purge_lock);
-  purge_pass((uint32_t)(os_now_ms() - rill_opt.purge_delay), true, &left);
+  purge_pass((uint32_t)(os_now_ms() - rill_opt.purge_delay), true, RUN_BATCHES_IDLE, &left);
   spin_unlock(&purge_lock);
   if (left) atomic_store_explicit(&waiting, 1, RLX);
 }
 
 void pool_tick(uint64_t now) {
-  if (now >= atomic_load_explicit(&purge_due, RLX)) pool_purge_timed(now);
+  if (now >= atomic_load_explicit(&purge_due, RLX)) pool_purge_timed(now, false);
 }
 
 void pool_fork_prepare(void) {
@@ -928,7 +933,7 @@ bool pool_purge_wait(void) {
 size_t pool_purge(void) {
   size_t left;
   spin_lock(&purge_lock);
-  size_t n = purge_pass((uint32_t)os_now_ms() + 1, false, &left);
+  size_t n = purge_pass((uint32_t)os_now_ms() + 1, false, 0, &left); /* not lazy: all batches */
   spin_unlock(&purge_lock);
   return n;
 }

@@ -44,7 +44,7 @@ static void *purger_main(void *arg) {
     /* a pass leaves the spans too young to go; when none are left, settle.
      * A stash pushed meanwhile either sees the flag down (and raises it) or
      * is seen here: settle's fence and the pusher's pair up. */
-    if (pool_purge_timed(os_now_ms()) == 0) {
+    if (pool_purge_timed(os_now_ms(), true) == 0) {
       /* before sleeping, the lists of owners idle since that pass turned the
        * beat: nothing wakes this thread for what they hold */
       heap_sweep_all(true);

@@ -1071,8 +1071,10 @@ span_t *run_give(size_t n, uint32_t home, uint32_t cutoff) {
  * slots that were free a whole delay before their young neighbours came
  * (`aged`, young_turn). They leave the bins while the lock is dropped for
  * madvise, and come back merged with whatever was freed beside them
- * meanwhile; a long run leaves a slice at a time (SLICE). */
-static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left, size_t *budget) {
+ * meanwhile; a long run leaves a slice at a time (SLICE). A timed pass
+ * takes up to `batches` batches of BATCH runs. */
+static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, unsigned batches, size_t *left,
+                          size_t *budget) {
   enum { BATCH = 64 };
   span_t *due[BATCH];
   bool aged[BATCH];
@@ -1088,7 +1090,7 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left,
   bool slicing = lazy && !rill_opt.hugepages;
   for (;;) {
     unsigned nd = 0;
-    size_t waiting = 0;
+    size_t waiting = 0, before = bytes;
     bool sliced = false; /* then this batch ends: one slice out at a time */
     size_t took = 0;     /* slots taken, against *budget */
     spin_lock(&sh->lock);
@@ -1162,11 +1164,14 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left,
     spin_lock(&sh->lock);
     for (unsigned k = 0; k < nd; k++) release(sh, due[k]);
     spin_unlock(&sh->lock);
-    /* a timed pass takes one batch (a run whose huge pages it kept would be
-     * found due again), or goes on through a sliced run (each slice leaves
-     * its slots clean or advised, so the next starts further on);
-     * rill_collect's pass goes on until none is left */
-    if (!sliced && (nd < BATCH || lazy || (budget && !*budget))) {
+    /* a timed pass takes its batches while each gives pages back (a run
+     * whose huge pages it kept would be found due again), or goes on
+     * through a sliced run (each slice leaves its slots clean or advised,
+     * so the next starts further on); rill_collect's pass goes on until
+     * none is left */
+    if (batches) batches--;
+    bool more = !lazy || (batches && bytes > before);
+    if (!sliced && (nd < BATCH || !more || (budget && !*budget))) {
       *left = waiting + (nd == BATCH);
       return bytes;
     }
@@ -1174,7 +1179,7 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, size_t *left,
 }
 
 /* One pass over every shard (called by the pool's pass, under its lock). */
-size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
+size_t runs_purge(uint32_t cutoff, bool lazy, unsigned batches, size_t *left) {
   size_t bytes = 0;
   *left = 0;
   if (rill_opt.commit_demand) run_holes = holes_count();
@@ -1182,7 +1187,7 @@ size_t runs_purge(uint32_t cutoff, bool lazy, size_t *left) {
   if (lazy && rill_opt.purge_delay) young_turn(cutoff + rill_opt.purge_delay);
   for (unsigned k = 0; k < RUN_SHARDS; k++) {
     size_t l;
-    bytes += shard_purge(&shards[k], cutoff, lazy, &l, NULL);
+    bytes += shard_purge(&shards[k], cutoff, lazy, batches, &l, NULL);
     *left += l;
   }
   return bytes;
@@ -1194,7 +1199,7 @@ size_t runs_purge_stale(uint32_t cutoff) {
   size_t bytes = 0, left;
   for (unsigned k = 0; k < RUN_SHARDS; k++)
     if (atomic_load_explicit(&shards[k].nonempty, RLX))
-      bytes += shard_purge(&shards[k], cutoff, true, &left, NULL);
+      bytes += shard_purge(&shards[k], cutoff, true, 1, &left, NULL);
   return bytes;
 }
 
@@ -1207,7 +1212,7 @@ size_t runs_purge_some(size_t slots, uint32_t cutoff) {
   size_t bytes = 0, left;
   for (unsigned k = 0; k < RUN_SHARDS && slots; k++)
     if (atomic_load_explicit(&shards[k].nonempty, RLX))
-      bytes += shard_purge(&shards[k], cutoff, true, &left, &slots);
+      bytes += shard_purge(&shards[k], cutoff, true, 1, &left, &slots);
   return bytes;
 }
 
