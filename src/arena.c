@@ -123,6 +123,21 @@ bool os_purge_lazy(void *p, size_t n) {
   return sys_advise(p, n, MADV_DONTNEED);
 }
 
+/* The span entries of slots first .. end - 1, inner slots of a free run
+ * whose pages went back: the whole pages of them go back too, and read as
+ * zero, as a never-used slot's entry does. No path reads an inner slot's
+ * entry: lookups go through the head table, and a cut that makes one a
+ * head writes what it needs (runs.c, free_head). What must outlive a span
+ * at the slot, its tag count, is in `tags`. After a burst of big buffers
+ * the entries were 1/64 of the peak, resident for good. A refusal (locked
+ * pages) leaves them as they are. */
+void arena_entries_release(size_t first, size_t end) {
+  uintptr_t pg = rill_arena.page, m = (uintptr_t)rill_arena.meta;
+  uintptr_t a = (m + first * sizeof(span_t) + pg - 1) & ~(pg - 1);
+  uintptr_t b = (m + end * sizeof(span_t)) & ~(pg - 1);
+  if (b > a) sys_advise((void *)a, b - a, MADV_DONTNEED);
+}
+
 /* Reads the start of a file (/proc, /sys) into buf, NUL-terminated: the
  * bytes read, or -1. System calls of its own, not the C library's open and
  * read: a preloaded library that wraps those may allocate in its wrapper
@@ -393,10 +408,13 @@ bool arena_init(size_t size, size_t max) {
   if (max < size) max = size;
   size_t nslots = size >> SLOT_SHIFT, maxslots = max >> SLOT_SHIFT;
   size_t meta_bytes = maxslots * sizeof(span_t), heads_bytes = maxslots * sizeof(span_t *);
+  size_t tags_bytes = maxslots * sizeof(uint16_t);
   span_t *meta = os_reserve(meta_bytes);
   if (!meta) return false;
-  uintptr_t base = arena_reserve(size, maxslots, max > size ? arena_hint() : 0);
+  _Atomic uint16_t *tags = os_reserve(tags_bytes);
+  uintptr_t base = tags ? arena_reserve(size, maxslots, max > size ? arena_hint() : 0) : 0;
   if (!base) {
+    if (tags) os_unmap((void *)tags, tags_bytes);
     os_unmap(meta, meta_bytes);
     return false;
   }
@@ -412,6 +430,7 @@ bool arena_init(size_t size, size_t max) {
   rill_arena.size = size;
   rill_arena.meta = meta;
   rill_arena.heads = heads;
+  rill_arena.tags = tags;
   __atomic_store_n(&rill_arena.nslots, nslots, __ATOMIC_RELAXED);
   rill_arena.max_slots = maxslots;
   rill_arena.bound = 0;
@@ -438,6 +457,7 @@ void arena_release(void) {
   size_t n = rill_arena.max_slots;
   os_unmap(rill_arena.meta, n * sizeof(span_t));
   os_unmap(rill_arena.heads, n * sizeof(span_t *));
+  os_unmap((void *)rill_arena.tags, n * sizeof(uint16_t));
   os_unmap((void *)rill_arena.base, rill_arena.size);
 #if RILL_DEBUG
   if (rill_dbg) os_unmap(rill_dbg, n * sizeof(dbg_span_t));
@@ -449,6 +469,7 @@ void arena_release(void) {
   ntrackers = 0;
   commit_end = 0;
   rill_arena.heads = NULL;
+  rill_arena.tags = NULL;
 }
 
 /* Head entries of slots no span covers hold meta[0] rather than NULL, so
@@ -475,7 +496,8 @@ static bool cover_commit(size_t to) {
   want = (want + COVER_STEP - 1) & ~(COVER_STEP - 1);
   if (want > arena_slots()) want = arena_slots();
   if (!os_commit_grow(rill_arena.meta, from * sizeof(span_t), want * sizeof(span_t)) ||
-      !os_commit_grow(rill_arena.heads, from * sizeof(span_t *), want * sizeof(span_t *)))
+      !os_commit_grow(rill_arena.heads, from * sizeof(span_t *), want * sizeof(span_t *)) ||
+      !os_commit_grow((void *)rill_arena.tags, from * sizeof(uint16_t), want * sizeof(uint16_t)))
     return false;
 #if RILL_DEBUG
   if (!os_commit_grow(rill_dbg, from * sizeof(dbg_span_t), want * sizeof(dbg_span_t))) return false;
@@ -677,6 +699,7 @@ void arena_fit(size_t limit) {
   if (fit < max) {
     os_unmap(&rill_arena.meta[fit], (max - fit) * sizeof(span_t));
     os_unmap(&rill_arena.heads[fit], (max - fit) * sizeof(span_t *));
+    os_give_back((void *)rill_arena.tags, fit * sizeof(uint16_t), max * sizeof(uint16_t));
 #if RILL_DEBUG
     os_unmap(&rill_dbg[fit], (max - fit) * sizeof(dbg_span_t));
 #endif

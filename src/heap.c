@@ -624,8 +624,9 @@ static bool listed_claim(span_t *sp, uint64_t x, uint32_t used) {
  * word's release and acquire order one holder's write before the next one's
  * read. */
 static uint64_t new_tag(span_t *sp) {
-  uint32_t n = atomic_load_explicit(&sp->listings, RLX) + 1;
-  atomic_store_explicit(&sp->listings, n, RLX);
+  _Atomic uint16_t *t = &rill_arena.tags[span_index(sp)]; /* 2^16 tags: a multiple of 512 */
+  uint16_t n = (uint16_t)(atomic_load_explicit(t, RLX) + 1);
+  atomic_store_explicit(t, n, RLX);
   return (uint64_t)n << 52 & XF_TAG_MASK;
 }
 

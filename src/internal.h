@@ -99,7 +99,7 @@ struct heap;
  * `remotely_freed`): head block's key + 1 (32 bits: span_block_key), count of blocks on the
  * list (20 bits), a tag (9 bits), span state (3 bits). One CAS pushes a block and can move
  * the span to a new state in the same instruction. The tag numbers the times the span
- * was listed or floated (span_t.listings; 0 while attached or queued): a thread that
+ * was listed or floated (rill_arena.tags; 0 while attached or queued): a thread that
  * read the word and was delayed must not act on it once the span has been let go again
  * (new_tag). The count is at most a span's cap: 8,192 for 8-byte blocks on 64 KiB pages.
  *   ATTACHED  a heap allocates from it (hot), or is moving it
@@ -174,7 +174,6 @@ typedef struct span {
   /* --- written by other threads --- */
   _Alignas(64) _Atomic uint64_t xf; /* remote list + state */
   _Atomic uint32_t fused;           /* `used`, frozen when the owner let the span go */
-  _Atomic uint32_t listings;        /* times listed or floated, never reset: xf's tag */
   /* --- rarely touched: large objects, pooling --- */
   _Alignas(64) size_t lsize; /* large object: usable size */
   uint32_t lobj;             /* large object: offset of the object in the span */
@@ -318,6 +317,9 @@ typedef struct arena {
   /* on the next line, which free never reads: slots the tables are reserved for, nslots
    * or under ulimit -v as many as the limit could hold (arena_grow) */
   size_t max_slots;
+  _Atomic uint16_t *tags; /* per slot: the times a span there was listed or floated, never
+                           * reset (heap.c, new_tag): here, not in the entry, so that the
+                           * entries of free runs' inner slots may go (arena_entries_release) */
 } __attribute__((aligned(64))) arena_t; /* free reads its first line: a line of its own */
 
 extern arena_t rill_arena INTERNAL;
@@ -402,6 +404,7 @@ void arena_untake(size_t first, size_t n) INTERNAL;
 bool arena_extend(size_t end, size_t n) INTERNAL;
 bool arena_commit(size_t first, size_t n) INTERNAL;
 bool arena_decommit(size_t first, size_t n) INTERNAL;
+void arena_entries_release(size_t first, size_t end) INTERNAL;
 /* Whether addresses [lo, hi) may hold huge pages: RILL_HUGEPAGES=1 advised
  * a 2 MiB region they touch (arena_grown). Timed purges keep those whole. */
 bool arena_huge(uintptr_t lo, uintptr_t hi) INTERNAL;

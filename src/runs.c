@@ -1159,6 +1159,7 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, unsigned batc
       /* young slots stay */
       if (aged[k]) all = all && scan(dirty, i, end, true, UNADVISED) == end;
       if (all) stamp_set(sp, UINT32_MAX);
+      if (all) arena_entries_release(i + 1, end); /* its inner slots' entries too */
       if (all && rill_opt.commit_demand) run_decommit(sp);
     }
     spin_lock(&sh->lock);
