@@ -461,6 +461,8 @@ size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, uintptr_t *fr
                         bool *refused) INTERNAL;
 size_t pool_purge(void) INTERNAL;
 size_t pool_purge_timed(uint64_t now, bool background) INTERNAL;
+size_t pool_purge_more(void) INTERNAL;
+bool pool_purge_cut(void) INTERNAL;
 void pool_purge_stale(void) INTERNAL;
 void pool_grew(size_t slots) INTERNAL;
 void pool_grew_small(size_t slots) INTERNAL;
@@ -493,10 +495,10 @@ size_t pool_spill_spent(size_t want, uint32_t home) INTERNAL;
 bool pool_purge_wait(void) INTERNAL;
 void run_put(span_t *sp) INTERNAL;
 bool run_resize(span_t *sp, size_t n) INTERNAL;
-/* Batches of free runs per shard that the purger thread's timed pass may give
- * back (a program thread's gives one; pool_purge_timed). */
-#define RUN_BATCHES_IDLE 64
-size_t runs_purge(uint32_t cutoff, bool lazy, unsigned batches, size_t *left) INTERNAL;
+/* How long the purger thread's timed pass may go on giving back batches of
+ * free runs (a program thread's gives one batch a shard; pool_purge_timed). */
+#define PASS_MS 10
+size_t runs_purge(uint32_t cutoff, bool lazy, uint64_t until, size_t *left, bool *cut) INTERNAL;
 size_t runs_purge_stale(uint32_t cutoff) INTERNAL;
 size_t runs_purge_some(size_t slots, uint32_t cutoff) INTERNAL;
 void runs_fork_prepare(void) INTERNAL;

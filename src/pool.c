@@ -403,10 +403,13 @@ static size_t maps_purge(uint32_t cutoff, bool lazy, size_t budget, size_t *left
 }
 
 /* A pass: pooled spans and free runs freed at or before `cutoff` ms. */
-static size_t purge_pass(uint32_t cutoff, bool lazy, unsigned batches, size_t *left) {
+static _Atomic bool pass_cut; /* the purger's last pass ran out of time (pool_purge_more) */
+static size_t purge_pass(uint32_t cutoff, bool lazy, uint64_t until, size_t *left) {
   size_t bytes = maps_purge(cutoff, lazy, SIZE_MAX, left), runs_left;
   if (rill_opt.commit_demand) decommit_pass();
-  bytes += runs_purge(cutoff, lazy, batches, &runs_left);
+  bool cut;
+  bytes += runs_purge(cutoff, lazy, until, &runs_left, &cut);
+  if (until) atomic_store_explicit(&pass_cut, cut, RLX); /* the purger's passes only */
   *left += runs_left;
   atomic_fetch_add_explicit(&purged_bytes, bytes, RLX);
   return bytes;
@@ -416,9 +419,12 @@ static size_t purge_pass(uint32_t cutoff, bool lazy, unsigned batches, size_t *l
  * Returns the spans left holding pages, or 1 when no pass ran. A pass on a
  * program's thread (pool_tick) gives back one batch of free runs per
  * shard, so no malloc waits for more than that; the purger's (background)
- * goes on to RUN_BATCHES_IDLE batches: one batch a quarter delay gave back
- * 32 MiB/s of big buffers' runs, and 2 GiB freed at once took a minute to
- * leave RSS. */
+ * goes on for PASS_MS, and if that ran out the purger takes the next pass
+ * a breath later (pool_purge_more), not a quarter delay: one batch a
+ * quarter delay gave back 32 MiB/s of big buffers' runs, and 2 GiB freed
+ * at once took a minute to leave RSS. The time limit keeps what waits for
+ * purge_lock (fork, rill_collect, a recommit) waiting no longer than that:
+ * those 2 GiB are 21,000 madvise calls, half a second. */
 size_t pool_purge_timed(uint64_t now, bool background) {
   uint64_t due = atomic_load_explicit(&purge_due, RLX);
   if (now < due) return 1;
@@ -426,7 +432,22 @@ size_t pool_purge_timed(uint64_t now, bool background) {
   if (!atomic_compare_exchange_strong_explicit(&purge_due, &due, now + step, RLX, RLX)) return 1;
   if (!spin_trylock(&purge_lock)) return 1;
   size_t left;
-  purge_pass((uint32_t)(now - d), true, background ? RUN_BATCHES_IDLE : 1, &left);
+  purge_pass((uint32_t)(now - d), true, background ? now + PASS_MS : 0, &left);
+  spin_unlock(&purge_lock);
+  return left;
+}
+
+/* The purger: did its last pass run out of time with runs still due? */
+bool pool_purge_cut(void) {
+  return atomic_load_explicit(&pass_cut, RLX);
+}
+
+/* The purger, after a pass that ran out of time: the next one now. */
+size_t pool_purge_more(void) {
+  size_t left = 1;
+  if (!spin_trylock(&purge_lock)) return left; /* another pass runs: it decides */
+  uint64_t now = os_now_ms();
+  purge_pass((uint32_t)(now - rill_opt.purge_delay), true, now + PASS_MS, &left);
   spin_unlock(&purge_lock);
   return left;
 }
@@ -561,7 +582,8 @@ void pool_settle(void) {
   atomic_thread_fence(memory_order_seq_cst);
   size_t left;
   spin_lock(&purge_lock);
-  purge_pass((uint32_t)(os_now_ms() - rill_opt.purge_delay), true, RUN_BATCHES_IDLE, &left);
+  uint64_t now = os_now_ms();
+  purge_pass((uint32_t)(now - rill_opt.purge_delay), true, now + PASS_MS, &left);
   spin_unlock(&purge_lock);
   if (left) atomic_store_explicit(&waiting, 1, RLX);
 }

@@ -44,7 +44,14 @@ static void *purger_main(void *arg) {
     /* a pass leaves the spans too young to go; when none are left, settle.
      * A stash pushed meanwhile either sees the flag down (and raises it) or
      * is seen here: settle's fence and the pusher's pair up. */
-    if (pool_purge_timed(os_now_ms(), true) == 0) {
+    size_t left = pool_purge_timed(os_now_ms(), true);
+    /* a pass that ran out of time goes on after a breath, in which a fork
+     * or rill_collect waiting for the purge lock gets it */
+    while (left && pool_purge_cut() && !atomic_load_explicit(&stop_asked, ACQ)) {
+      os_wait_ms(&kicked, atomic_load_explicit(&kicked, RLX), 1);
+      left = pool_purge_more();
+    }
+    if (left == 0) {
       /* before sleeping, the lists of owners idle since that pass turned the
        * beat: nothing wakes this thread for what they hold */
       heap_sweep_all(true);

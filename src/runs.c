@@ -1072,9 +1072,10 @@ span_t *run_give(size_t n, uint32_t home, uint32_t cutoff) {
  * (`aged`, young_turn). They leave the bins while the lock is dropped for
  * madvise, and come back merged with whatever was freed beside them
  * meanwhile; a long run leaves a slice at a time (SLICE). A timed pass
- * takes up to `batches` batches of BATCH runs. */
-static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, unsigned batches, size_t *left,
-                          size_t *budget) {
+ * takes one batch of BATCH runs, or batches until `until` (ms; the
+ * purger's), and then sets *cut if its last batch was full. */
+static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, uint64_t until, size_t *left,
+                          size_t *budget, bool *cut) {
   enum { BATCH = 64 };
   span_t *due[BATCH];
   bool aged[BATCH];
@@ -1166,29 +1167,30 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, unsigned batc
     for (unsigned k = 0; k < nd; k++) release(sh, due[k]);
     spin_unlock(&sh->lock);
     /* a timed pass takes its batches while each gives pages back (a run
-     * whose huge pages it kept would be found due again), or goes on
-     * through a sliced run (each slice leaves its slots clean or advised,
-     * so the next starts further on); rill_collect's pass goes on until
-     * none is left */
-    if (batches) batches--;
-    bool more = !lazy || (batches && bytes > before);
+     * whose huge pages it kept would be found due again) and its time
+     * lasts, or goes on through a sliced run (each slice leaves its slots
+     * clean or advised, so the next starts further on); rill_collect's
+     * pass goes on until none is left */
+    bool more = !lazy || (until && bytes > before && os_now_ms() < until);
     if (!sliced && (nd < BATCH || !more || (budget && !*budget))) {
       *left = waiting + (nd == BATCH);
+      if (cut && lazy && until && nd == BATCH && bytes > before) *cut = true;
       return bytes;
     }
   }
 }
 
 /* One pass over every shard (called by the pool's pass, under its lock). */
-size_t runs_purge(uint32_t cutoff, bool lazy, unsigned batches, size_t *left) {
+size_t runs_purge(uint32_t cutoff, bool lazy, uint64_t until, size_t *left, bool *cut) {
   size_t bytes = 0;
   *left = 0;
+  *cut = false;
   if (rill_opt.commit_demand) run_holes = holes_count();
   /* with no delay every run with pages is due, and no slot needs its age */
   if (lazy && rill_opt.purge_delay) young_turn(cutoff + rill_opt.purge_delay);
   for (unsigned k = 0; k < RUN_SHARDS; k++) {
     size_t l;
-    bytes += shard_purge(&shards[k], cutoff, lazy, batches, &l, NULL);
+    bytes += shard_purge(&shards[k], cutoff, lazy, until, &l, NULL, cut);
     *left += l;
   }
   return bytes;
@@ -1200,7 +1202,7 @@ size_t runs_purge_stale(uint32_t cutoff) {
   size_t bytes = 0, left;
   for (unsigned k = 0; k < RUN_SHARDS; k++)
     if (atomic_load_explicit(&shards[k].nonempty, RLX))
-      bytes += shard_purge(&shards[k], cutoff, true, 1, &left, NULL);
+      bytes += shard_purge(&shards[k], cutoff, true, 0, &left, NULL, NULL);
   return bytes;
 }
 
@@ -1213,7 +1215,7 @@ size_t runs_purge_some(size_t slots, uint32_t cutoff) {
   size_t bytes = 0, left;
   for (unsigned k = 0; k < RUN_SHARDS && slots; k++)
     if (atomic_load_explicit(&shards[k].nonempty, RLX))
-      bytes += shard_purge(&shards[k], cutoff, true, 1, &left, &slots);
+      bytes += shard_purge(&shards[k], cutoff, true, 0, &left, &slots, NULL);
   return bytes;
 }
 
