@@ -3,8 +3,13 @@
  * while it samples RSS. The metric is RSS at the end of the wait: what an idle server keeps of its
  * burst (LKmalloc sec. 4, stability over days; the purge delay of the "give memory back" issue).
  * By default the threads exit before the wait; with -k they stay, blocked, as a thread pool's
- * workers wait for the next request, so what each thread's heap holds counts too. */
+ * workers wait for the next request, so what each thread's heap holds counts too. With -f the
+ * main thread forks every few ms through the wait (the child exits at once) and reports how
+ * long fork() took in the parent: a fork waits for what the allocator's fork handler locks,
+ * such as a purge pass in flight, and copies the page tables of what is still resident. */
 #include "bench.h"
+
+#include <sys/wait.h>
 
 struct node {
   struct node *next;
@@ -17,7 +22,7 @@ struct worker {
 
 static struct worker workers[BENCH_MAX_THREADS];
 static uint64_t opt_bytes = 256ull << 20, opt_seed = 1, opt_min = 16, opt_max = 1024;
-static double opt_wait = 3.0;
+static double opt_wait = 3.0, opt_fork_ms = 0;
 static unsigned nthreads = 1;
 static bool opt_keep;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -62,13 +67,14 @@ static void usage(void) {
           "  -b  bytes of objects to allocate and free (256M)\n"
           "  -m/-M  object size range in bytes, inclusive (16..1024)\n"
           "  -w  idle seconds after the frees, no allocator calls (3)\n"
-          "  -k  the threads stay alive and blocked through the wait (a thread pool)\n");
+          "  -k  the threads stay alive and blocked through the wait (a thread pool)\n"
+          "  -f  fork every this many ms through the wait and time each fork (off)\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   int c;
-  while ((c = getopt(argc, argv, "t:b:m:M:w:kS:h")) != -1) {
+  while ((c = getopt(argc, argv, "t:b:m:M:w:kf:S:h")) != -1) {
     switch (c) {
     case 't':
       nthreads = bench_parse_threads(optarg, 't');
@@ -87,6 +93,9 @@ int main(int argc, char **argv) {
       break;
     case 'k':
       opt_keep = true;
+      break;
+    case 'f':
+      opt_fork_ms = bench_parse_double(optarg, 'f');
       break;
     case 'S':
       opt_seed = bench_parse_u64(optarg, 'S');
@@ -113,11 +122,29 @@ int main(int argc, char **argv) {
   }
   long freed = bench_rss_kib();
 
-  /* silence: only sleeps and raw reads of /proc, so nothing wakes the allocator */
+  /* silence: only sleeps and raw reads of /proc, so nothing wakes the allocator
+   * (with -f, forks too: the point is what they wait for) */
   long at_half = -1, at_1s = -1, end = freed;
-  double t0 = bench_now(), t;
+  double t0 = bench_now(), t, fork_sum = 0, fork_max = 0;
+  uint64_t forks = 0;
   while ((t = bench_now() - t0) < opt_wait) {
-    bench_sleep(0.05);
+    if (opt_fork_ms > 0) {
+      double a = bench_now();
+      pid_t p = fork();
+      if (p == 0) _exit(0);
+      double d = bench_now() - a;
+      if (p < 0) {
+        perror("idle: fork");
+        exit(1);
+      }
+      waitpid(p, NULL, 0);
+      fork_sum += d;
+      fork_max = d > fork_max ? d : fork_max;
+      forks++;
+      bench_sleep(opt_fork_ms / 1000.0);
+    } else {
+      bench_sleep(0.05);
+    }
     end = bench_rss_kib();
     if (at_half < 0 && bench_now() - t0 >= 0.5) at_half = end;
     if (at_1s < 0 && bench_now() - t0 >= 1.0) at_1s = end;
@@ -144,6 +171,11 @@ int main(int argc, char **argv) {
   bench_kv_u64("rss_half_s_kib", (uint64_t)(at_half < 0 ? end : at_half));
   bench_kv_u64("rss_1s_kib", (uint64_t)(at_1s < 0 ? end : at_1s));
   bench_kv_u64("rss_end_kib", (uint64_t)end);
+  if (forks) {
+    bench_kv_u64("forks", forks);
+    bench_kv_dbl("fork_mean_ms", fork_sum / (double)forks * 1000.0);
+    bench_kv_dbl("fork_max_ms", fork_max * 1000.0);
+  }
   bench_result_end();
   return 0;
 }

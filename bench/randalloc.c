@@ -12,6 +12,8 @@ static struct worker workers[BENCH_MAX_THREADS];
 static pthread_barrier_t start_barrier;
 static struct bench_span span = BENCH_SPAN_INIT;
 static uint64_t opt_min = 8, opt_max = 1024, opt_slots = 1000, opt_seed = 1;
+static bool opt_untouched; /* -x: the blocks are never written or read, so only the allocator's
+                            * own work is timed (what the program's touches cost is apart) */
 
 static void *run(void *arg) {
   struct worker *w = arg;
@@ -41,8 +43,10 @@ static void *run(void *arg) {
     if (do_alloc) {
       size_t sz = (size_t)opt_min + (size_t)((r >> 32) % (opt_max - opt_min + 1));
       char *p = bench_xmalloc(sz);
-      p[0] = (char)sz;
-      p[sz - 1] = (char)op;
+      if (!opt_untouched) {
+        p[0] = (char)sz;
+        p[sz - 1] = (char)op;
+      }
       blk[live_count] = p;
       size[live_count] = (uint32_t)sz;
       live_count++;
@@ -50,7 +54,7 @@ static void *run(void *arg) {
     } else {
       /* the live blocks are kept dense: free one, move the last into its place */
       size_t i = bench_rng_below(&rng, (uint32_t)live_count);
-      check += (unsigned char)blk[i][0];
+      check += opt_untouched ? (uintptr_t)blk[i] & 1 : (unsigned char)blk[i][0];
       free(blk[i]);
       bench_live_add(&live, -(int64_t)size[i]);
       live_count--;
@@ -68,10 +72,12 @@ static void *run(void *arg) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: randalloc [-t threads] [-n ops] [-m min] [-M max] [-k slots] [-S seed]\n"
-                  "  -n  malloc/free operations in total, split over the threads (10000000)\n"
-                  "  -m/-M  block size range, inclusive (8..1024)\n"
-                  "  -k  most blocks a thread holds at once (1000); it starts with half\n");
+  fprintf(stderr,
+          "usage: randalloc [-t threads] [-n ops] [-m min] [-M max] [-k slots] [-S seed] [-x]\n"
+          "  -n  malloc/free operations in total, split over the threads (10000000)\n"
+          "  -m/-M  block size range, inclusive (8..1024)\n"
+          "  -k  most blocks a thread holds at once (1000); it starts with half\n"
+          "  -x  never touch the blocks: time the allocator's work alone\n");
   exit(2);
 }
 
@@ -79,7 +85,7 @@ int main(int argc, char **argv) {
   unsigned threads = 1;
   uint64_t total = 10000000;
   int c;
-  while ((c = getopt(argc, argv, "t:n:m:M:k:S:h")) != -1) {
+  while ((c = getopt(argc, argv, "t:n:m:M:k:S:xh")) != -1) {
     switch (c) {
     case 't':
       threads = bench_parse_threads(optarg, 't');
@@ -98,6 +104,9 @@ int main(int argc, char **argv) {
       break;
     case 'S':
       opt_seed = bench_parse_u64(optarg, 'S');
+      break;
+    case 'x':
+      opt_untouched = true;
       break;
     default:
       usage();

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import publish  # noqa: E402  (which run is the newest full one)
 import run  # noqa: E402  (the suite's own allocators, launcher and measurement)
 
 TARGET_THREADS = (1, 2)
@@ -163,15 +164,6 @@ def stamp() -> str:
             f"{run.machine_info()['commit']}")
 
 
-def newest_full() -> Path:
-    runs = sorted(p for p in (run.BENCH_DIR / "results").glob("*")
-                  if p.name[:1].isdigit() and (p / "summary.md").is_file()
-                  and "(full mode)" in (p / "summary.md").read_text().splitlines()[0])
-    if not runs:
-        sys.exit("recheck: no full run under bench/results; run bench/run.sh --full")
-    return runs[-1]
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dir", nargs="?", type=Path, help="a results directory (default: newest full)")
@@ -183,7 +175,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.pairs < 1:
         p.error("--pairs must be at least 1")
-    d = a.dir or newest_full()
+    d = a.dir or publish.newest_results()
     records = json.loads((d / "results.json").read_text())
     bench_dir = a.bench_dir or a.build_dir / "bench"
     launcher = bench_dir / "bench_launch"

@@ -425,16 +425,19 @@ static size_t purge_pass(uint32_t cutoff, bool lazy, uint64_t until, size_t *lef
  * at once took a minute to leave RSS. The time limit keeps what waits for
  * purge_lock (fork, rill_collect, a recommit) waiting no longer than that:
  * those 2 GiB are 21,000 madvise calls, half a second. */
+static size_t timed_pass(uint64_t now, uint64_t until) {
+  size_t left = 1;
+  if (!spin_trylock(&purge_lock)) return left; /* another pass runs: it decides */
+  purge_pass((uint32_t)(now - rill_opt.purge_delay), true, until, &left);
+  spin_unlock(&purge_lock);
+  return left;
+}
 size_t pool_purge_timed(uint64_t now, bool background) {
   uint64_t due = atomic_load_explicit(&purge_due, RLX);
   if (now < due) return 1;
   uint32_t d = rill_opt.purge_delay, step = d / 4 > 10 ? d / 4 : 10;
   if (!atomic_compare_exchange_strong_explicit(&purge_due, &due, now + step, RLX, RLX)) return 1;
-  if (!spin_trylock(&purge_lock)) return 1;
-  size_t left;
-  purge_pass((uint32_t)(now - d), true, background ? now + PASS_MS : 0, &left);
-  spin_unlock(&purge_lock);
-  return left;
+  return timed_pass(now, background ? now + PASS_MS : 0);
 }
 
 /* The purger: did its last pass run out of time with runs still due? */
@@ -444,12 +447,8 @@ bool pool_purge_cut(void) {
 
 /* The purger, after a pass that ran out of time: the next one now. */
 size_t pool_purge_more(void) {
-  size_t left = 1;
-  if (!spin_trylock(&purge_lock)) return left; /* another pass runs: it decides */
   uint64_t now = os_now_ms();
-  purge_pass((uint32_t)(now - rill_opt.purge_delay), true, now + PASS_MS, &left);
-  spin_unlock(&purge_lock);
-  return left;
+  return timed_pass(now, now + PASS_MS);
 }
 
 /* The growth purge: before a thread takes never-used memory, free runs that

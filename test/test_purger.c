@@ -16,7 +16,7 @@
  *                          allocation follows: the exit starts the purger
  *   test_purger --buffers  run with the defaults: two threads free 512 MiB
  *                          of 16-64 KiB buffers and exit; RSS falls to 4
- *                          MiB over the start within the delay and a second
+ *                          MiB over the start within the delay and 3 s
  *                          (the purger's passes take many batches of free
  *                          runs, and the runs' span entries go too)
  *   test_purger --control  run with RILL_PURGE_THREAD=0 and a second thread:
@@ -248,7 +248,7 @@ static int run_free_only(size_t base, size_t bytes) {
 /* Default mode. Two threads each fill half of `bytes` with 16-64 KiB
  * buffers (the block cache's classes, whose spans are runs of runs.c),
  * free them and exit; nothing follows. The runs must leave RSS within a
- * second of the purge delay (the default, 1 s): a timed pass gave back one
+ * few seconds of the purge delay (the default, 1 s): a timed pass gave back one
  * batch of runs per shard, a quarter delay apart, so 512 MiB of such runs
  * took 6 s to go, and 2 GiB a minute. The purger's passes take many
  * batches now. And the span entries of the runs' inner slots go with them,
@@ -265,7 +265,8 @@ static int run_buffers(size_t base, size_t bytes) {
     if (pthread_create(&t[i], NULL, buffers_burst, &half) != 0) DIE("pthread_create failed");
   for (unsigned i = 0; i < 2; i++) pthread_join(t[i], NULL);
   const char *d = getenv("RILL_PURGE_DELAY_MS");
-  unsigned delay = d ? (unsigned)atoi(d) : 1000, wait = delay + 1000;
+  /* 3 s of slack for a loaded host: the pace before gave back 32 MiB/s */
+  unsigned delay = d ? (unsigned)atoi(d) : 1000, wait = delay + 3000;
   /* the runs' span entries go with them (arena_entries_release): 256 bytes
    * per 16 KiB slot, 8 MiB of the 512, stayed resident before */
   size_t after_free = rss_raw(), limit = base + bytes / 128 + shadow_of(bytes);
