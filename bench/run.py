@@ -8,9 +8,9 @@ for why not os.wait4 here), and the program's own RESULT line supplies its
 metric. Results go to bench/results/<timestamp>/: results.json, summary.md,
 charts, and a copy in bench/results/latest/. Besides the suite (--quick,
 --full) there are three single-purpose modes: --soak SECONDS (the soak
-benchmark alone, with its RSS-over-time chart), --hugepages (sizes and
-locality, each allocator with its huge-page option off and on) and --syscalls (bench_churn under
-strace).
+benchmark alone, with its RSS-over-time chart), --hugepages (sizes, locality,
+idle and idle-buffers, each allocator with its huge-page option off and on) and --syscalls
+(bench_churn under strace).
 
 Exit status: 0 if the suite ran (peers may have failed), 1 if rill or the C
 library's allocator failed a run (the latter means a benchmark is broken),
@@ -94,6 +94,8 @@ KNOWN_ALLOCATORS = (ALL_ALLOCATORS + [n for n, _, _ in RILL_OPTION_VARIANTS] +
 # --hugepages: every allocator with a huge-page option, off and on, and tcmalloc for reference
 HUGEPAGE_ALLOCATORS = ["rill", "rill-thp", "glibc", "glibc-thp", "jemalloc", "jemalloc-thp",
                        "mimalloc", "mimalloc-thp", "tcmalloc"]
+# and what a burst leaves resident once idle: huge pages must not keep freed memory
+HUGE_IDLE = ("idle", "idle-buffers")
 
 
 def multiarch() -> str:
@@ -956,10 +958,13 @@ def hugepages_section(h: Harness, specs, allocs, info) -> list[str]:
         L.append("**THP is `never` here: the kernel ignores the request, so the two cannot "
                  "differ.**")
     L.append("")
-    L.append("Each cell: median time / median minor page faults of the run (wait4).")
+    L.append("Each cell of sizes and locality: median time / median minor page faults of the "
+             "run (wait4). Each cell of " + " and ".join(HUGE_IDLE) + ": RSS left after the "
+             "idle wait / peak RSS.")
     L.append("")
     for spec in specs:
-        if spec.program not in ("sizes", "locality"):
+        idle = spec.name in HUGE_IDLE
+        if spec.program not in ("sizes", "locality") and not idle:
             continue
         keys = column_keys(spec, [])
         rows = []
@@ -970,8 +975,9 @@ def hugepages_section(h: Harness, specs, allocs, info) -> list[str]:
                 if not rs:
                     row.append("-")
                     continue
-                row.append(f"{fmt_value(median_field(rs, 'value'), rs[0]['unit'])} / "
-                           f"{int(median_field(rs, 'minor_faults') or 0)}")
+                row.append(f"{fmt_value(median_field(rs, 'value'), rs[0]['unit'])} / " +
+                           (f"{median_field(rs, 'peak_rss_kib') / 1024:.1f} MiB" if idle else
+                            f"{int(median_field(rs, 'minor_faults') or 0)}"))
             rows.append(row)
         L.append(f"### {spec.name}")
         L.append("")
@@ -1517,9 +1523,9 @@ def parse_args(argv):
                     "(--threads to change), every allocator unless --allocators; writes the "
                     "RSS-over-time chart soak_rss.png and the soak table")
     sp.add_argument("--hugepages", action="store_true",
-                    help="run only sizes and locality, each allocator with its huge-page option "
-                    "off and on (rill and rill-thp, glibc and glibc-thp, ...), reporting time "
-                    "and minor faults")
+                    help="run only sizes, locality, idle and idle-buffers, each allocator with "
+                    "its huge-page option off and on (rill and rill-thp, glibc and glibc-thp, "
+                    "...), reporting time and minor faults (idle: RSS left and peak RSS)")
     sp.add_argument("--syscalls", action="store_true",
                     help="run only bench_churn, once plainly and once under strace -f -c, "
                     "for every allocator and rill-purge0; tabulates mmap/munmap/madvise/"
@@ -1671,7 +1677,7 @@ def main(argv=None) -> int:
     if a.special == "soak":
         specs = [soak_spec(a.soak, 100, None)]
     elif a.special == "hugepages":
-        specs = [s for s in specs if s.program in ("sizes", "locality")]
+        specs = [s for s in specs if s.program in ("sizes", "locality") or s.name in HUGE_IDLE]
         # plain rill with the option off explicitly, whatever the caller's environment says
         found["rill"].env = {"RILL_HUGEPAGES": "0"}
     elif a.special == "syscalls":
@@ -1704,7 +1710,7 @@ def main(argv=None) -> int:
         wanted = [w.strip() for w in a.only.split(",") if w.strip()]
         known = {s.name for s in specs} | {s.program for s in specs}
         if a.special == "hugepages":
-            known = {"sizes", "locality"}
+            known = {"sizes", "locality"} | set(HUGE_IDLE)
         bad = [w for w in wanted if w not in known]
         if bad:
             print(f"error: unknown benchmark(s) {', '.join(bad)}; known: "

@@ -4,7 +4,7 @@
 #   bench/run.sh [--quick|--full] [--only name,...] [--allocators a,b] [run.py options]
 #   bench/run.sh --bench-only ...   build just the benchmarks (peers and glibc only)
 #   bench/run.sh --soak SECONDS     only the soak benchmark, SECONDS per allocator, 4 threads
-#   bench/run.sh --hugepages        sizes and locality, huge-page options off and on
+#   bench/run.sh --hugepages        sizes, locality and idle, huge-page options off and on
 #   bench/run.sh --syscalls         bench_churn under strace: mmap/munmap/madvise counts
 #   bench/run.sh --real [--reps N]  real programs (RocksDB, redis, sqlite3, Lua, python3, Java;
 #                                   bench/real.py), installed with apt-get when root

@@ -402,14 +402,142 @@ static size_t maps_purge(uint32_t cutoff, bool lazy, size_t budget, size_t *left
   return b.bytes;
 }
 
+/* ---- whole huge pages of pooled spans (RILL_HUGEPAGES) -------------------
+ * A timed pass trims what it gives back to whole 2 MiB pages, and maps_purge
+ * merges neighbours of one order and stripe only: a huge page whose pooled
+ * spans are of several orders (a burst of small objects leaves 16-128 KiB
+ * spans side by side) was never whole to any of them, and two threads that
+ * freed 512 MiB of small objects still held 552 MiB twelve seconds later.
+ * So a pass also looks at the 2 MiB regions themselves, across every map:
+ * a region whose slots all lie in pooled spans that are due (or purged
+ * already) goes back in one call. Regions are counted from the 2 MiB
+ * boundaries, not from the arena's base, which is only slot aligned (from
+ * the base, a region lies across two huge pages and splits both). A span
+ * of up to 8 slots may straddle a region's edge: it covers the region's
+ * part of it, and stays unpurged, since its pages outside stay. */
+#define REGION     (HUGE_PAGE >> SLOT_SHIFT) /* slots */
+#define REGION_MAX 64                        /* regions a pass on a program's thread gives back */
+
+/* The map words of every stripe and order that may hold spans reaching
+ * into region [rs, rs + REGION): from 8 slots before it (the longest
+ * pooled span) to its end, at most four words. */
+typedef struct {
+  size_t w0;
+  unsigned nw;
+  uint64_t x[MAX_STRIPES][POOL_ORDERS][4];
+} region_t;
+
+/* Whether region rs is covered by the spans in rg.x, and some of those
+ * inside it still hold pages; relaxed loads of stamp and fresh: on a look without taking,
+ * the spans may be taken meanwhile (the take looks again). */
+static bool region_due(const region_t *rg, size_t rs, uint32_t cutoff) {
+  uint64_t cov[REGION / 64] = {0};
+  bool pages = false;
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      for (unsigned k = 0; k < rg->nw; k++)
+        for (uint64_t m = rg->x[s][o][k]; m; m &= m - 1) {
+          size_t i = (rg->w0 + k) * 64 + (unsigned)__builtin_ctzll(m), e = i + ((size_t)1 << o);
+          if (e <= rs || i >= rs + REGION) continue;
+          const span_t *sp = span_of_index(i);
+          uint32_t st = __atomic_load_n(&sp->stamp, __ATOMIC_RELAXED);
+          if (!__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED)) {
+            if (st == UINT32_MAX || (int32_t)(st - cutoff) > 0) return false; /* refused, young */
+            pages |= i >= rs && e <= rs + REGION; /* a straddler's pages alone would be
+                                                   * purged again every pass */
+          }
+          for (size_t j = (i > rs ? i : rs) - rs; j < (e < rs + REGION ? e : rs + REGION) - rs; j++)
+            cov[j / 64] |= BIT(j);
+        }
+  for (unsigned k = 0; k < REGION / 64; k++)
+    if (~cov[k]) return false;
+  return pages;
+}
+
+/* Region rs given back if its spans, taken out of the maps, still cover it.
+ * Returns the bytes purged. */
+static size_t region_purge(region_t *rg, size_t rs, uint32_t cutoff) {
+  size_t bytes = 0;
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      for (unsigned k = 0; k < rg->nw; k++)
+        rg->x[s][o][k] =
+            rg->x[s][o][k] ? atomic_exchange_explicit(&maps[s][o].bits[rg->w0 + k], 0, SEQ) : 0;
+  if (region_due(rg, rs, cutoff)) {
+    uintptr_t a = rill_arena.base + (rs << SLOT_SHIFT), from;
+    bool refused;
+    bytes = pool_purge_range(a, a + HUGE_PAGE, true, &from, &refused);
+    for (unsigned s = 0; s < rill_arena.stripes; s++)
+      for (unsigned o = 0; o < POOL_ORDERS; o++)
+        for (unsigned k = 0; k < rg->nw; k++)
+          for (uint64_t m = rg->x[s][o][k]; m; m &= m - 1) {
+            size_t i = (rg->w0 + k) * 64 + (unsigned)__builtin_ctzll(m);
+            if (i < rs || i + ((size_t)1 << o) > rs + REGION) continue; /* straddles, or outside */
+            span_t *sp = span_of_index(i);
+            if (!refused && !rill_opt.purge_free) __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&sp->stamp, UINT32_MAX, __ATOMIC_RELAXED); /* as batch_flush */
+          }
+  }
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      for (unsigned k = 0; k < rg->nw; k++)
+        if (rg->x[s][o][k]) map_put_bits(&maps[s][o], rg->w0 + k, rg->x[s][o][k]);
+  return bytes;
+}
+
+/* Every region of the pool's maps that is whole and due, until `until` ms
+ * (0: REGION_MAX regions); *cut if it stopped there, maybe with more to go.
+ * Caller holds purge_lock. */
+static size_t regions_purge(uint32_t cutoff, uint64_t until, bool *cut) {
+  *cut = false;
+  if (!rill_opt.hugepages) return 0;
+  uintptr_t base = rill_arena.base;
+  size_t first = (((base + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1)) - base) >> SLOT_SHIFT;
+  size_t nw = map_words(), bytes = 0, done = 0, usw = SIZE_MAX;
+  uint64_t marks = 0; /* the maps' summary words at usw, or'ed */
+  region_t rg;
+  for (size_t rs = first; rs + REGION <= nw * 64; rs += REGION) {
+    rg.w0 = (rs >= 8 ? rs - 8 : 0) / 64;
+    rg.nw = (unsigned)((rs + REGION - 1) / 64 - rg.w0 + 1);
+    bool any = false; /* a first look at the summaries: most of a big arena has no pooled span */
+    for (size_t w = rg.w0; w < rg.w0 + rg.nw; w++) {
+      if (w / 64 != usw) {
+        usw = w / 64;
+        marks = 0;
+        for (unsigned s = 0; s < rill_arena.stripes; s++)
+          for (unsigned o = 0; o < POOL_ORDERS; o++)
+            marks |= atomic_load_explicit(&maps[s][o].sum[usw], RLX);
+      }
+      any |= (marks & BIT(w)) != 0;
+    }
+    uintptr_t a = base + (rs << SLOT_SHIFT);
+    if (!any || !arena_huge(a, a + HUGE_PAGE)) continue;
+    any = false;
+    for (unsigned s = 0; s < rill_arena.stripes; s++)
+      for (unsigned o = 0; o < POOL_ORDERS; o++)
+        for (unsigned k = 0; k < rg.nw; k++)
+          any |= (rg.x[s][o][k] = atomic_load_explicit(&maps[s][o].bits[rg.w0 + k], ACQ)) != 0;
+    if (!any || !region_due(&rg, rs, cutoff)) continue;
+    size_t n = region_purge(&rg, rs, cutoff);
+    bytes += n;
+    if (n && (until ? ++done % 16 == 0 && os_now_ms() >= until : ++done >= REGION_MAX)) {
+      *cut = true;
+      break;
+    }
+  }
+  return bytes;
+}
+
 /* A pass: pooled spans and free runs freed at or before `cutoff` ms. */
 static _Atomic bool pass_cut; /* the purger's last pass ran out of time (pool_purge_more) */
 static size_t purge_pass(uint32_t cutoff, bool lazy, uint64_t until, size_t *left) {
   size_t bytes = maps_purge(cutoff, lazy, SIZE_MAX, left), runs_left;
+  bool cut = false, runs_cut;
+  if (lazy) bytes += regions_purge(cutoff, until, &cut);
+  *left += cut; /* due regions wait: the purger must not settle yet */
   if (rill_opt.commit_demand) decommit_pass();
-  bool cut;
-  bytes += runs_purge(cutoff, lazy, until, &runs_left, &cut);
-  if (until) atomic_store_explicit(&pass_cut, cut, RLX); /* the purger's passes only */
+  bytes += runs_purge(cutoff, lazy, until, &runs_left, &runs_cut);
+  if (until) atomic_store_explicit(&pass_cut, cut || runs_cut, RLX); /* the purger's only */
   *left += runs_left;
   atomic_fetch_add_explicit(&purged_bytes, bytes, RLX);
   return bytes;
