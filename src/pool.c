@@ -427,11 +427,23 @@ typedef struct {
   uint64_t x[MAX_STRIPES][POOL_ORDERS][4];
 } region_t;
 
-/* Whether region rs is covered by the spans in rg.x, and some of those
- * inside it still hold pages; relaxed loads of stamp and fresh: on a look without taking,
- * the spans may be taken meanwhile (the take looks again). */
+/* Whether region rs is covered by the spans in rg.x, all due or purged, and
+ * some of those inside it still hold pages. Coverage comes from the bits
+ * alone, so a region in use in part costs no span entry's cache line; then
+ * relaxed loads of stamp and fresh (on a look without taking, the spans may
+ * be taken meanwhile: the take looks again). */
 static bool region_due(const region_t *rg, size_t rs, uint32_t cutoff) {
   uint64_t cov[REGION / 64] = {0};
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      for (unsigned k = 0; k < rg->nw; k++)
+        for (uint64_t m = rg->x[s][o][k]; m; m &= m - 1) {
+          size_t i = (rg->w0 + k) * 64 + (unsigned)__builtin_ctzll(m), e = i + ((size_t)1 << o);
+          for (size_t j = i > rs ? i : rs; j < e && j < rs + REGION; j++)
+            cov[(j - rs) / 64] |= BIT(j - rs);
+        }
+  for (unsigned k = 0; k < REGION / 64; k++)
+    if (~cov[k]) return false;
   bool pages = false;
   for (unsigned s = 0; s < rill_arena.stripes; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++)
@@ -440,17 +452,12 @@ static bool region_due(const region_t *rg, size_t rs, uint32_t cutoff) {
           size_t i = (rg->w0 + k) * 64 + (unsigned)__builtin_ctzll(m), e = i + ((size_t)1 << o);
           if (e <= rs || i >= rs + REGION) continue;
           const span_t *sp = span_of_index(i);
+          if (__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED)) continue;
           uint32_t st = __atomic_load_n(&sp->stamp, __ATOMIC_RELAXED);
-          if (!__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED)) {
-            if (st == UINT32_MAX || (int32_t)(st - cutoff) > 0) return false; /* refused, young */
-            pages |= i >= rs && e <= rs + REGION; /* a straddler's pages alone would be
-                                                   * purged again every pass */
-          }
-          for (size_t j = (i > rs ? i : rs) - rs; j < (e < rs + REGION ? e : rs + REGION) - rs; j++)
-            cov[j / 64] |= BIT(j);
+          if (st == UINT32_MAX || (int32_t)(st - cutoff) > 0) return false; /* refused, young */
+          /* a straddler's pages alone would be purged again every pass */
+          pages |= i >= rs && e <= rs + REGION;
         }
-  for (unsigned k = 0; k < REGION / 64; k++)
-    if (~cov[k]) return false;
   return pages;
 }
 
