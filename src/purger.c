@@ -4,6 +4,7 @@
  * pooled span holds pages. By default (RILL_PURGE_THREAD=auto) only processes
  * that already run a second thread get it. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -73,6 +74,11 @@ static void purger_create(void) {
   pool_watch(true);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int err = pthread_create(&t, &at, purger_main, NULL);
+  /* The C library carves a thread's static TLS (the program's __thread
+   * variables) out of its stack: a program with more than about 60 KiB of
+   * them left no room in 64 KiB, the create failed (EINVAL), and by default
+   * the program ran without a purger, silently. Then the default size. */
+  if (err == EINVAL) err = pthread_create(&t, NULL, purger_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&at);
   if (err) {

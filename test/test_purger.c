@@ -20,7 +20,9 @@
  *                          (the purger's passes take many batches of free
  *                          runs, and the runs' span entries go too)
  *   test_purger --small-burst  the same with 16-1024 B objects (pooled
- *                          spans); CTest runs it with RILL_HUGEPAGES=0 and 1
+ *                          spans); CTest runs it with RILL_HUGEPAGES=0 and 1,
+ *                          and built as test_purger_bigtls, whose 1 MiB of
+ *                          static TLS does not fit the purger's usual stack
  *   test_purger --control  run with RILL_PURGE_THREAD=0 and a second thread:
  *                          RSS must stay up while idle, which shows the other
  *                          runs measure the purger, not chance */
@@ -268,8 +270,18 @@ struct burst_arg {
   size_t bytes, lo, span;
 };
 
+#ifdef BIG_TLS
+/* test_purger_bigtls: a program with 1 MiB of static TLS, which the C library
+ * carves out of every thread's stack; the purger's 64 KiB could not hold it,
+ * and by default the program ran without a purger (purger.c) */
+static __thread volatile char big_tls[1 << 20];
+#endif
+
 static void *burst_thread(void *arg) {
   struct burst_arg *a = arg;
+#ifdef BIG_TLS
+  big_tls[a->bytes % sizeof big_tls] = 1;
+#endif
   free_list(fill_sized(a->bytes, (uintptr_t)arg + a->lo, a->lo, a->span));
   return NULL;
 }
@@ -292,6 +304,8 @@ static int run_burst(const char *who, size_t base, size_t bytes, size_t lo, size
         after_free / MiB);
   CHECK(end < limit, "%s: idle RSS still %zu MiB %u ms after the threads freed %zu MiB", who,
         end / MiB, wait, bytes / MiB);
+  bool blocked;
+  CHECK(t_purger_threads(&blocked) == 1, "%s: no purger thread after two threads allocated", who);
   return t_finish(who);
 }
 
