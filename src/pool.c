@@ -271,8 +271,8 @@ static void decommit_stretch(piece_t *pc, unsigned i, unsigned j) {
 /* Map word w of every stripe and order: its spans out, the stretches among
  * them decommitted, then all back. */
 static void decommit_word(size_t w) {
-  uint64_t x[MAX_STRIPES][POOL_ORDERS];
-  piece_t pc[64];
+  static uint64_t x[MAX_STRIPES][POOL_ORDERS]; /* under purge_lock, off a program thread's stack */
+  static piece_t pc[64];
   unsigned np = 0, st = rill_arena.stripes;
   size_t slots = 0; /* a first look, without taking: a word whose spans are out already, or
                      * still hold pages, costs every pass a few loads, not 2 RMWs per map */
@@ -502,7 +502,9 @@ static size_t regions_purge(uint32_t cutoff, uint64_t until, bool *cut) {
   size_t first = (((base + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1)) - base) >> SLOT_SHIFT;
   size_t nw = map_words(), bytes = 0, done = 0, usw = SIZE_MAX;
   uint64_t marks = 0; /* the maps' summary words at usw, or'ed */
-  region_t rg;
+  /* 8 KiB with 64 stripes: not on the stack of a program's thread, which
+   * may be 16 KiB all told (purge_lock keeps passes apart) */
+  static region_t rg;
   for (size_t rs = first; rs + REGION <= nw * 64; rs += REGION) {
     rg.w0 = (rs >= 8 ? rs - 8 : 0) / 64;
     rg.nw = (unsigned)((rs + REGION - 1) / 64 - rg.w0 + 1);
