@@ -157,11 +157,22 @@ def section(cells: list[Cell], pairs: int, when: str = "") -> list[str]:
     return L
 
 
-def stamp() -> str:
-    """When and at which commit the pairs ran: the host's speed may differ
-    from the run's, and rill's build may be newer than the run's."""
-    return (f"{dt.datetime.now().strftime('%Y-%m-%d %H:%M')}, commit "
-            f"{run.machine_info()['commit']}")
+def stamp(run_dir: Path, build_dir: Path, now: Optional[dt.datetime] = None) -> str:
+    """When the pairs ran, and with which rill: the host's speed may differ
+    from the run's, and rill's build may be newer. A library last built
+    before the run began is the run's, whatever the checkout holds now (the
+    commit checked out named a library it was not, after a session went on
+    committing while its full run ran)."""
+    when = (now or dt.datetime.now()).strftime('%Y-%m-%d %H:%M')
+    try:
+        info = json.loads((run_dir / "machine.json").read_text())
+        began = dt.datetime.strptime(info["started"], "%Y-%m-%d %H:%M")
+        built = dt.datetime.fromtimestamp((build_dir / "librill.so").stat().st_mtime)
+        if built < began + dt.timedelta(minutes=1):  # "started" is to the minute
+            return f"{when}, the run's library, commit {info['commit']}"
+    except (OSError, KeyError, ValueError):
+        pass
+    return f"{when}, rill built since the run, commit {run.machine_info()['commit']} checked out"
 
 
 def main(argv=None) -> int:
@@ -184,7 +195,7 @@ def main(argv=None) -> int:
     cells = flagged(records)
     print(f"recheck: {d.name}: {len(cells)} cell(s) missed a target", flush=True)
     measure(cells, launcher, bench_dir, run.discover_allocators(a.build_dir), a.pairs, a.budget)
-    text = "\n".join(section(cells, a.pairs, stamp())) + "\n"
+    text = "\n".join(section(cells, a.pairs, stamp(d, a.build_dir))) + "\n"
     (d / "recheck.md").write_text(text)
     print()
     print(text, end="")

@@ -87,5 +87,29 @@ class Section(unittest.TestCase):
         self.assertIn("No cell missed a target", "\n".join(recheck.section([], 5)))
 
 
+class Stamp(unittest.TestCase):
+    def test_library_of_the_run_or_newer(self):
+        import datetime as dt
+        import json
+        import os
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            d, b = Path(tmp) / "run", Path(tmp) / "build"
+            d.mkdir()
+            b.mkdir()
+            (d / "machine.json").write_text(json.dumps({"started": "2026-12-01 10:10",
+                                                        "commit": "abc1234"}))
+            lib = b / "librill.so"
+            lib.write_text("")
+            at = dt.datetime(2026, 12, 1, 10, 9, 50).timestamp()
+            os.utime(lib, (at, at))
+            now = dt.datetime(2026, 12, 1, 11, 29)
+            self.assertEqual(recheck.stamp(d, b, now),
+                             "2026-12-01 11:29, the run's library, commit abc1234")
+            at = dt.datetime(2026, 12, 1, 10, 40).timestamp()  # rebuilt during the run
+            os.utime(lib, (at, at))
+            self.assertIn("rill built since the run", recheck.stamp(d, b, now))
+
+
 if __name__ == "__main__":
     unittest.main()
