@@ -195,6 +195,17 @@ size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, uintptr_t *fr
   return 0;
 }
 
+/* A pooled span whose pages a pass gave back (madvise), or tried to:
+ * purged, nothing left (zero, unless MADV_FREE may have kept them); refused
+ * (locked), its pages still there (fresh stays 0). Either way not tried
+ * again until it has been used. Relaxed atomics: rill_stats_get reads them
+ * from any thread. */
+static void span_purged(span_t *sp, bool lazy, bool refused) {
+  if (!refused && (!lazy || !rill_opt.purge_free))
+    __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&sp->stamp, UINT32_MAX, __ATOMIC_RELAXED);
+}
+
 static void batch_flush(batch_t *b, map_t *home) {
   if (!b->n) return; /* spans come from one map, in address order */
   for (unsigned i = 0; i < b->n;) {
@@ -210,12 +221,7 @@ static void batch_flush(batch_t *b, map_t *home) {
     for (unsigned k = i; k < j; k++) {
       span_t *sp = b->sp[k];
       if (span_start(sp) < ps || span_start(sp) + span_bytes(sp) > pe) continue; /* kept */
-      /* relaxed atomic: rill_stats_get reads it from any thread */
-      if (!refused && (!b->lazy || !rill_opt.purge_free))
-        __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED);
-      /* purged: nothing left; or refused (locked), its pages still there
-       * (fresh stays 0), and not tried again until it has been used */
-      __atomic_store_n(&sp->stamp, UINT32_MAX, __ATOMIC_RELAXED);
+      span_purged(sp, b->lazy, refused);
     }
     i = j;
   }
@@ -480,9 +486,7 @@ static size_t region_purge(region_t *rg, size_t rs, uint32_t cutoff) {
           for (uint64_t m = rg->x[s][o][k]; m; m &= m - 1) {
             size_t i = (rg->w0 + k) * 64 + (unsigned)__builtin_ctzll(m);
             if (i < rs || i + ((size_t)1 << o) > rs + REGION) continue; /* straddles, or outside */
-            span_t *sp = span_of_index(i);
-            if (!refused && !rill_opt.purge_free) __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED);
-            __atomic_store_n(&sp->stamp, UINT32_MAX, __ATOMIC_RELAXED); /* as batch_flush */
+            span_purged(span_of_index(i), true, refused);
           }
   }
   for (unsigned s = 0; s < rill_arena.stripes; s++)
