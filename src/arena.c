@@ -20,6 +20,7 @@ _Alignas(64) _Atomic size_t rill_arena_top;
 _Atomic size_t rill_grown;
 
 static _Atomic int cover_lock; /* arena_cover and arena_grow; huge_start */
+static _Atomic int gap_lock;   /* the gaps aligned takes leave (arena_take_aligned) */
 static bool arena_cover(size_t end);
 static bool arena_grow(size_t end);
 /* Slots reserved now (arena_grow raises it under a limit). */
@@ -591,11 +592,14 @@ bool arena_decommit(size_t first, size_t n) {
 /* fork: the child must not inherit the lock held by a thread that is gone. */
 void arena_fork_prepare(void) {
   fork_hold(&cover_lock);
+  fork_hold(&gap_lock);
 }
 void arena_fork_parent(void) {
+  fork_release(&gap_lock);
   fork_release(&cover_lock);
 }
 void arena_fork_child(void) {
+  atomic_store_explicit(&gap_lock, 0, RLX);
   atomic_store_explicit(&cover_lock, 0, RLX);
 }
 
@@ -726,7 +730,8 @@ static bool arena_room(size_t end) {
  * RLIMIT_MEMLOCK counts and locks only the slots in use, so the shards
  * report their wildernesses here (arena_hole), and arena_grown locks what
  * is cut from a wilderness or a heap's chunk once mlockall asked for it. */
-static struct { _Atomic size_t lo, hi; } holes[RUN_SHARDS];
+#define GAPS 8
+static struct { _Atomic size_t lo, hi; } holes[RUN_SHARDS + GAPS]; /* then the gaps' */
 
 void arena_hole(unsigned k, size_t lo, size_t hi) {
   atomic_store_explicit(&holes[k].lo, lo, RLX);
@@ -748,10 +753,11 @@ bool arena_grown(size_t first, size_t slots) {
  * thread maps during the kernel's own mlockall may be. */
 void arena_each_used(void (*fn)(uintptr_t lo, uintptr_t hi, size_t *sum), size_t *sum) {
   if (!rill_arena.base) return;
-  size_t top = atomic_load_explicit(&rill_arena_top, RLX), lo[RUN_SHARDS], hi[RUN_SHARDS];
+  size_t top = atomic_load_explicit(&rill_arena_top, RLX), lo[RUN_SHARDS + GAPS],
+         hi[RUN_SHARDS + GAPS];
   if (top > arena_bound_slots()) top = arena_bound_slots();
   unsigned n = 0;
-  for (unsigned k = 0; k < RUN_SHARDS; k++) { /* sorted by lo as they are read */
+  for (unsigned k = 0; k < RUN_SHARDS + GAPS; k++) { /* sorted by lo as they are read */
     size_t a = atomic_load_explicit(&holes[k].lo, RLX), b = atomic_load_explicit(&holes[k].hi, RLX);
     if (b <= a) continue;
     unsigned j = n++;
@@ -767,9 +773,81 @@ void arena_each_used(void (*fn)(uintptr_t lo, uintptr_t hi, size_t *sum), size_t
   }
 }
 
-/* Takes n never-used slots from the top of the arena: the first one's index,
- * or 0 once the address space is exhausted (slot 0 is never a span). */
+/* ---- 2 MiB-aligned takes (RILL_HUGEPAGES) -------------------------------
+ * A runs shard's wilderness (32 MiB) starts on a 2 MiB boundary. Taken where
+ * the top happened to be, behind a heap's 256 KiB chunk, each began and
+ * ended inside a huge page that a heap's small spans or the next shard
+ * shared, which neither the runs' purge nor the pool's (regions_purge)
+ * could then give back whole: two threads that freed 256 MiB of 16-64 KiB
+ * buffers and exited kept 26 MiB, a huge page every 32 MiB. The slots
+ * skipped below such a take make a gap that the next takes of the size of
+ * a heap's chunk use first, in the huge page their neighbours share.
+ * A gap is a hole to arena_each_used; the slots it lends count as grown
+ * only when their taker grows them (arena_grown), so the skip starts no
+ * huge page early. */
+static _Atomic unsigned gaps_open; /* gaps with slots, read without the lock */
+
+static size_t gap_take(size_t n) {
+  size_t first = 0;
+  spin_lock(&gap_lock);
+  for (unsigned k = RUN_SHARDS; k < RUN_SHARDS + GAPS && !first; k++) {
+    size_t lo = atomic_load_explicit(&holes[k].lo, RLX),
+           hi = atomic_load_explicit(&holes[k].hi, RLX);
+    if (hi - lo < n) continue;
+    first = lo;
+    atomic_store_explicit(&holes[k].lo, lo + n, RLX);
+    if (lo + n == hi) atomic_fetch_sub_explicit(&gaps_open, 1, RLX);
+  }
+  spin_unlock(&gap_lock);
+  return first;
+}
+
+/* Slots [lo, hi) skipped: a gap, if one is free (else they stay unused). */
+static void gap_add(size_t lo, size_t hi) {
+  spin_lock(&gap_lock);
+  for (unsigned k = RUN_SHARDS; k < RUN_SHARDS + GAPS; k++)
+    if (atomic_load_explicit(&holes[k].lo, RLX) == atomic_load_explicit(&holes[k].hi, RLX)) {
+      atomic_store_explicit(&holes[k].lo, lo, RLX);
+      atomic_store_explicit(&holes[k].hi, hi, RLX);
+      atomic_fetch_add_explicit(&gaps_open, 1, RLX);
+      break;
+    }
+  spin_unlock(&gap_lock);
+}
+
+/* n never-used slots from the top of the arena, the first on a 2 MiB
+ * boundary (n a multiple of 2 MiB keeps the top on one); 0 if there is no
+ * room. */
+size_t arena_take_aligned(size_t n) {
+  size_t hs = HUGE_PAGE >> SLOT_SHIFT, on = arena_huge_first() % hs;
+  size_t top = atomic_load_explicit(&rill_arena_top, RLX), first;
+  do {
+    first = top + (on + hs - top % hs) % hs;
+    if (first + n > rill_arena.max_slots) return 0;
+  } while (!atomic_compare_exchange_weak_explicit(&rill_arena_top, &top, first + n, RLX, RLX));
+  if (!arena_room(first + n) || !arena_cover(first + n)) {
+    arena_untake(top, first + n - top);
+    return 0;
+  }
+  if (first > top) gap_add(top, first);
+  return first;
+}
+
+/* The first slot that starts a 2 MiB page: the arena's base is only slot
+ * aligned. */
+size_t arena_huge_first(void) {
+  uintptr_t base = rill_arena.base;
+  return (((base + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1)) - base) >> SLOT_SHIFT;
+}
+
+/* Takes n never-used slots, from a gap left by an aligned take if one has
+ * room, else from the top of the arena: the first one's index, or 0 once
+ * the address space is exhausted (slot 0 is never a span). */
 size_t arena_take(size_t n) {
+  if (__builtin_expect(atomic_load_explicit(&gaps_open, RLX) != 0, 0)) {
+    size_t first = gap_take(n);
+    if (first) return first;
+  }
   size_t first = atomic_fetch_add_explicit(&rill_arena_top, n, RLX);
   if (arena_room(first + n) && arena_cover(first + n)) return first;
   arena_untake(first, n);

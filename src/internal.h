@@ -400,6 +400,8 @@ bool arena_init(size_t size, size_t max) INTERNAL;
 void arena_release(void) INTERNAL;
 void arena_fit(size_t limit) INTERNAL; /* limits.c: the program lowered RLIMIT_AS/DATA */
 size_t arena_take(size_t n) INTERNAL;
+size_t arena_take_aligned(size_t n) INTERNAL; /* RILL_HUGEPAGES: runs' wildernesses */
+size_t arena_huge_first(void) INTERNAL;
 void arena_untake(size_t first, size_t n) INTERNAL;
 bool arena_extend(size_t end, size_t n) INTERNAL;
 bool arena_commit(size_t first, size_t n) INTERNAL;

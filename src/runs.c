@@ -230,6 +230,36 @@ static bool dirty_next(size_t *s, size_t *e, size_t end) {
   return dirty_range(s, e, end, 0);
 }
 
+/* With RILL_HUGEPAGES, the next range of run [i, end) to give back: a
+ * dirty_range widened over the run's clean slots beside it (never used, or
+ * purged) to the 2 MiB boundaries, and so joined to the next range that
+ * shares a huge page with it. A clean slot holds no page of its own, but
+ * in a huge page it shares the pages of its dirty neighbours: a shard
+ * filled its wilderness to a few slots from the end, and the huge page
+ * those few shared with the last buffers' runs stayed, one every 32 MiB
+ * (a timed pass keeps what is not a whole huge page). */
+static bool purge_range(size_t *s, size_t *e, size_t i, size_t end, unsigned only) {
+  if (!dirty_range(s, e, end, only)) return false;
+  if (!rill_opt.hugepages) return true;
+  size_t hs = HUGE_PAGE >> SLOT_SHIFT, on = arena_huge_first() % hs;
+  size_t lo = *s - (*s + hs - on) % hs; /* the boundary at or below *s */
+  if (lo < i) lo = i;
+  if (dirty_scan(lo, *s, true) == *s) *s = lo;
+  for (;;) {
+    size_t hi = *e + (on + hs - *e % hs) % hs; /* at or above *e */
+    if (hi > end) hi = end;
+    size_t d = dirty_scan(*e, hi, true), ns = d, ne;
+    if (d == hi) { /* clean up to the boundary */
+      *e = hi;
+      return true;
+    }
+    /* a dirty slot before it: the next range joins, unless that slot is
+     * one `only` leaves out (young, advised) */
+    if (!dirty_range(&ns, &ne, end, only) || ns != d) return true;
+    *e = ne;
+  }
+}
+
 /* Slots i .. end - 1 that hold no pages (never used, or purged). */
 static size_t clean_slots(size_t i, size_t end) {
   size_t n = end - i;
@@ -471,14 +501,16 @@ static bool free_beside(shard_t *sh, const span_t *sp) {
  * that none of them could make walked them all at every miss. */
 #define COALESCE_LOOKS 512
 static span_t *split_take(shard_t *sh, span_t *sp, size_t n);
-static span_t *coalesce(shard_t *sh, size_t n) {
+/* The merging itself: the merged run once one makes n slots (still filed),
+ * else NULL; with `cutoff`, only whole runs freed at or before it. */
+static span_t *merge_wholes(shard_t *sh, size_t n, const uint32_t *cutoff) {
   for (unsigned looks = 0; looks < COALESCE_LOOKS;) {
     span_t *got[COALESCE_BATCH];
     unsigned m = 0;
     for (unsigned b = 1; b <= WHOLE_SLOTS_MAX && m < COALESCE_BATCH; b++)
       for (span_t *sp = sh->wh[b]; sp && m < COALESCE_BATCH && looks < COALESCE_LOOKS;
            sp = sp->warm_next, looks++)
-        if (free_beside(sh, sp)) got[m++] = sp;
+        if ((!cutoff || (int32_t)(sp->stamp - *cutoff) <= 0) && free_beside(sh, sp)) got[m++] = sp;
     if (!m) break; /* none has free space beside it */
     /* the highest first: fit_warm takes the lowest of a length, so those
      * are the likelier to be left over */
@@ -496,10 +528,14 @@ static span_t *coalesce(shard_t *sh, size_t n) {
           unlink_run(sh, sp);
           sp = release(sh, sp);
         }
-        if (sp->nslots >= n) return split_take(sh, sp, n);
+        if (sp->nslots >= n) return sp;
       }
   }
   return NULL;
+}
+static span_t *coalesce(shard_t *sh, size_t n) {
+  span_t *sp = merge_wholes(sh, n, NULL);
+  return sp ? split_take(sh, sp, n) : NULL;
 }
 
 /* Makes slot i's entry the head of a free run of the shard marked `mark`,
@@ -669,7 +705,9 @@ static size_t wild_cut(shard_t *sh, size_t n) {
  * the arena's top; 0 if the arena is spent. */
 static size_t wild_take(shard_t *sh, size_t n) {
   if (sh->wild_end - sh->wild < n) {
-    size_t c = wild_chunk(), m = (n + c - 1) & ~(c - 1), i = arena_take(m);
+    size_t c = wild_chunk(), m = (n + c - 1) & ~(c - 1), i = 0;
+    if (rill_opt.hugepages) i = arena_take_aligned(m); /* c: a multiple of 2 MiB */
+    if (!i) i = arena_take(m);
     if (!i && m > n) i = arena_take(m = n); /* the arena's last slots */
     if (!i) return 0;
     if (i != sh->wild_end) { /* not contiguous: the old rest becomes a free run */
@@ -697,6 +735,22 @@ static bool wild_grow(shard_t *sh, size_t k) {
   sh->wild += k;
   arena_hole(sh->id - 1u, sh->wild, sh->wild_end);
   return true;
+}
+
+/* With RILL_HUGEPAGES, under sh's lock: free run sp, which ends where sh's
+ * wilderness begins and holds pages in the huge page they share, takes the
+ * wilderness's slots up to the next 2 MiB boundary, so that its purge
+ * (purge_range) gives that huge page back: the last buffers a shard cut
+ * and freed kept one, never whole to the purge. */
+static void wild_join(shard_t *sh, span_t *sp) {
+  size_t hs = HUGE_PAGE >> SLOT_SHIFT, on = arena_huge_first() % hs;
+  size_t i = span_index(sp), j = sh->wild, k = (on + hs - j % hs) % hs;
+  if (!k || j != i + sp->nslots || sh->wild_end - j < k) return;
+  size_t lo = j + k - hs > i ? j + k - hs : i;
+  uintptr_t a = rill_arena.base + (j << SLOT_SHIFT);
+  if (dirty_scan(lo, j, true) == j || !arena_huge(a, a + 1) || !wild_grow(sh, k)) return;
+  for (size_t s = j; s < j + k; s++) head_set(s, i);
+  span_set_nslots(sp, sp->nslots + k);
 }
 
 /* Has shard sh whole runs, which merged may fit what its bins do not
@@ -1095,6 +1149,12 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, uint64_t unti
     bool sliced = false; /* then this batch ends: one slice out at a time */
     size_t took = 0;     /* slots taken, against *budget */
     spin_lock(&sh->lock);
+    /* With huge pages a timed pass gives back whole 2 MiB pages only, and a
+     * whole run (file_whole) is at most 64 KiB: a pass gave back none, and
+     * merged a batch of them as it put them back (release), so two threads
+     * that freed 512 MiB of 16-64 KiB buffers and exited kept them for 4 s,
+     * not the delay. Due ones merge first, as they would once purged. */
+    if (lazy && rill_opt.hugepages && may_whole(sh)) (void)merge_wholes(sh, SIZE_MAX, &cutoff);
     /* with a budget (the growth swap) the biggest runs first */
     for (uint64_t m = atomic_load_explicit(&sh->nonempty, RLX), b; m && nd < BATCH && !sliced;
          m &= ~((uint64_t)1 << b)) {
@@ -1109,6 +1169,7 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, uint64_t unti
         bool work = dirty_range(&s, &e, end, young_part ? AGED | UNADVISED : UNADVISED);
         if (young_part && !work) continue;
         unlink_run(sh, sp);
+        if (rill_opt.hugepages && end == sh->wild) wild_join(sh, sp);
         size_t len = slicing ? SLICE : SIZE_MAX;
         if (budget && slicing && *budget - took < len) len = *budget - took; /* no more */
         if (work && end - s > len) sp = slice(sh, sp, s, len), sliced = true;
@@ -1136,7 +1197,7 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, uint64_t unti
       size_t i = span_index(sp), end = i + sp->nslots;
       unsigned only = aged[k] ? AGED | UNADVISED : UNADVISED;
       bool all = true;
-      for (size_t s = i, e; dirty_range(&s, &e, end, only); s = e) {
+      for (size_t s = i, e; purge_range(&s, &e, i, end, only); s = e) {
         uintptr_t a = span_start(sp) + ((s - i) << SLOT_SHIFT), from;
         bool refused;
         size_t got = pool_purge_range(a, a + ((e - s) << SLOT_SHIFT), lazy, &from, &refused);
