@@ -1607,7 +1607,8 @@ def recheck_cells(h: Harness, allocs, outdir: Path) -> Optional[str]:
                         a.recheck, a.recheck_budget)
     except KeyboardInterrupt:
         print("interrupted; the recheck reports what it measured", file=sys.stderr)
-    text = "\n".join(recheck.section(cells, a.recheck, recheck.stamp())) + "\n"
+    stamp = recheck.stamp(outdir, a.build_dir)  # the run's library, or one built since
+    text = "\n".join(recheck.section(cells, a.recheck, stamp)) + "\n"
     (outdir / "recheck.md").write_text(text)
     return text
 
