@@ -111,5 +111,28 @@ class Stamp(unittest.TestCase):
             self.assertIn("rill built since the run", recheck.stamp(d, b, now))
 
 
+class RunPath(unittest.TestCase):
+    """run.py's own call into this module, as a full run makes it (a full run
+    once crashed here after stamp() took new arguments; quick mode never calls it)."""
+
+    def test_recheck_cells_writes_the_section(self):
+        import tempfile
+        from types import SimpleNamespace as NS
+        import run
+        with tempfile.TemporaryDirectory() as tmp:
+            out, build = Path(tmp) / "run", Path(tmp) / "build"
+            out.mkdir()
+            build.mkdir()
+            args = NS(recheck=3, recheck_budget=0.1, bench_dir=build / "bench", build_dir=build)
+            h = NS(args=args, launcher=build / "bench" / "bench_launch",
+                   records=[rec("shbench", "rill", 1.2), rec("shbench", "jemalloc", 1.0)])
+            allocs = [NS(name="rill", available=True), NS(name="jemalloc", available=True)]
+            text = run.recheck_cells(h, allocs, out)  # the budget skips the pairs
+            self.assertEqual(text, (out / "recheck.md").read_text())
+            self.assertIn("| shbench", text)
+            self.assertIn("exceed the budget", text)
+            self.assertIn("rill built since the run", text)  # no machine.json, no library
+
+
 if __name__ == "__main__":
     unittest.main()
