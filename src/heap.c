@@ -1044,16 +1044,19 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
  * (cache_trim); the purger drains an idle owner's stacks (heap_lend),
  * rill_collect the caller's, and a thread drains its own at exit. */
 #define CACHE_N         64
-#define CACHE_BYTES     ((uint32_t)4 << 20)  /* a thread's, while 4 threads or fewer live */
-#define CACHE_BYTES_ALL ((uint32_t)16 << 20) /* all threads': more share it */
+#define CACHE_BYTES     ((uint32_t)4 << 20)  /* a thread's, while 8 threads or fewer live */
+#define CACHE_BYTES_ALL ((uint32_t)32 << 20) /* all threads': more share it */
 
-/* A thread's bound: 4 MiB, a tcmalloc thread cache's most, while up to 4
- * threads live; beyond, 16 MiB shared by the threads (by a power of two at
- * least their number), so that a thousand threads do not keep 4 MiB each. */
+/* A thread's bound: 4 MiB, a tcmalloc thread cache's most, while up to 8
+ * threads live; beyond, 32 MiB (tcmalloc's default for all its thread
+ * caches) shared evenly, so that a thousand threads do not keep 4 MiB each.
+ * Shared by a power of two at least their number, 4 workers and the main
+ * thread had 2 MiB each, and 16 workers 512 KiB: 16-64 KiB buffers replaced
+ * at random took 1.18-1.25x the time they take now (docs/benchmarks.md,
+ * "The block cache's budget"). */
 static inline uint32_t cache_budget(void) {
   uint32_t live = atomic_load_explicit(&heaps_live, RLX);
-  return live <= CACHE_BYTES_ALL / CACHE_BYTES ? CACHE_BYTES
-                                               : CACHE_BYTES_ALL >> (32 - __builtin_clz(live - 1));
+  return live <= CACHE_BYTES_ALL / CACHE_BYTES ? CACHE_BYTES : CACHE_BYTES_ALL / live;
 }
 
 static inline block_t *cache_get(heap_t *h, unsigned cls) {
