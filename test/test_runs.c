@@ -792,6 +792,10 @@ static void freed_memory_serves_other_sizes(void) {
   char **v = (char **)xmalloc(N * sizeof *v);
   memset(v, 0, N * sizeof *v); /* its pages are not what is counted */
   long all = 32 * MiB / 4096;
+  /* A -DRILL_DEBUG build faults in a shadow record of about 2.8 KiB per 16
+   * KiB slot the blocks use (src/debug.h); CMake says so with
+   * RILL_TEST_DEBUG_SHADOW, as for test_memory. */
+  long shadow = getenv("RILL_TEST_DEBUG_SHADOW") ? (long)(32 * MiB / 16384 * 2900 / 4096) : 0;
   size_t n20 = 32 * MiB / 20000, n100 = 32 * MiB / 100, n48 = 32 * MiB / 48;
   size_t n3k = 32 * MiB / 3000, n64 = 32 * MiB / 64;
   char *big = xmalloc(32 * MiB - 16 * KiB);
@@ -805,15 +809,15 @@ static void freed_memory_serves_other_sizes(void) {
   printf("  %-38s %ld / %ld / %ld minor faults for 32 MiB of 64 B blocks after one large "
          "block, 100 B after 20 KB, 3,000 B after 48 B (%ld if fresh)\n",
          "freed memory serves other sizes", f3, f1, f2, all);
-  CHECK(f1 < all / 4,
+  CHECK(f1 < all / 4 + shadow,
         "%ld minor faults for 32 MiB of 100 B blocks after 32 MiB of 20 KB blocks were freed: "
         "the free runs did not serve the small class",
         f1);
-  CHECK(f2 < all / 4,
+  CHECK(f2 < all / 4 + shadow,
         "%ld minor faults for 32 MiB of 3,000 B blocks after 32 MiB of 48 B blocks were freed: "
         "the pooled spans did not serve the other order",
         f2);
-  CHECK(f3 < all / 2,
+  CHECK(f3 < all / 2 + shadow,
         "%ld minor faults for 32 MiB of 64 B blocks after a 32 MiB block was freed: its run "
         "did not serve them once a quarter of it had been faulted in",
         f3);
