@@ -242,8 +242,10 @@ static bool purge_range(size_t *s, size_t *e, size_t i, size_t end, unsigned onl
   if (!dirty_range(s, e, end, only)) return false;
   if (!rill_opt.hugepages) return true;
   size_t hs = HUGE_PAGE >> SLOT_SHIFT, on = arena_huge_first() % hs;
-  size_t lo = *s - (*s + hs - on) % hs; /* the boundary at or below *s */
-  if (lo < i) lo = i;
+  /* the boundary at or below *s, or i: below the arena's first boundary
+   * (slots under `on`, as under an address-space limit) there is none, and
+   * subtracting wrapped (a hunt run's crash at RILL_PURGE_DELAY_MS=0) */
+  size_t back = (*s + hs - on) % hs, lo = back <= *s - i ? *s - back : i;
   if (dirty_scan(lo, *s, true) == *s) *s = lo;
   for (;;) {
     size_t hi = *e + (on + hs - *e % hs) % hs; /* at or above *e */

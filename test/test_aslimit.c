@@ -531,6 +531,15 @@ int main(int argc, char **argv) {
   unsetenv("RILL_PURGE_DELAY_MS");
   unsetenv("RILL_PURGE_THREAD");
   CHECK(rcp == 0, "filling a 768 MiB limit, purging at once: exit %d; stderr:\n%s", rcp, err);
+  /* and with huge pages: a purge widened to the 2 MiB boundary below a run that starts under
+   * the arena's first boundary wrapped around and crashed (purge_range) */
+  setenv("RILL_PURGE_DELAY_MS", "0", 1);
+  setenv("RILL_HUGEPAGES", "1", 1);
+  int rch = run_limited("/proc/self/exe", "most", RLIMIT_AS, 768 * MiB, err, sizeof err);
+  unsetenv("RILL_PURGE_DELAY_MS");
+  unsetenv("RILL_HUGEPAGES");
+  CHECK(rch == 0, "filling a 768 MiB limit with huge pages, purging at once: exit %d; stderr:\n%s",
+        rch, err);
   int rcr = run_limited("/proc/self/exe", "race", RLIMIT_AS, 768 * MiB, err, sizeof err);
   CHECK(rcr == 0, "threads filling a 768 MiB limit: exit %d; stderr:\n%s", rcr, err);
   /* no limit at start, then one the program sets itself */
