@@ -308,6 +308,13 @@ static inline size_t rss_bytes(void) {
   return (size_t)res * page_size();
 }
 
+/* Resident bytes a -DRILL_DEBUG build adds for good once `bytes` of blocks have been used:
+ * its shadow record is about 2.8 KiB per 16 KiB slot (src/debug.h). CMake sets
+ * RILL_TEST_DEBUG_SHADOW in such builds; elsewhere this is 0. */
+static inline size_t debug_shadow_bytes(size_t bytes) {
+  return getenv("RILL_TEST_DEBUG_SHADOW") ? bytes / 16384 * 2900 : 0;
+}
+
 /* A counter of rill_stats_print's line that struct rill_stats has no room for (its size is
  * part of the ABI): " lent=", " young=". */
 static inline unsigned long long stats_field(const char *name) {

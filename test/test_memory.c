@@ -88,10 +88,8 @@ static void phase(const char *name, bool free_own, int purge) {
          end / MiB);
   CHECK(peak >= total_bytes / 2, "%s: RSS only %zu MiB while holding %zu MiB (measurement broken?)",
         name, peak / MiB, total_bytes / MiB);
-  /* A -DRILL_DEBUG build keeps a shadow record of about 2.8 KiB per 16 KiB
-   * slot ever used (src/debug.h) resident for good; CMake says so with
-   * RILL_TEST_DEBUG_SHADOW (test_purger allows for it the same way). */
-  size_t allow = slack + (getenv("RILL_TEST_DEBUG_SHADOW") ? peak / 16384 * 2900 : 0);
+  /* A debug build's shadow records stay resident for good. */
+  size_t allow = slack + debug_shadow_bytes(peak);
   CHECK(end <= start + allow,
         "%s: RSS is %zu MiB after freeing everything and purging, started at %zu MiB (allowed "
         "+%zu MiB)",

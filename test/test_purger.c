@@ -103,20 +103,13 @@ static size_t idle_until_below(size_t limit, unsigned ms) {
   return r;
 }
 
-/* A -DRILL_DEBUG build keeps a shadow record of about 2.8 KiB per 16 KiB
- * slot ever used (src/debug.h), resident for good: CMake says so with
- * RILL_TEST_DEBUG_SHADOW, and the limit allows for it. */
-static size_t shadow_of(size_t bytes) {
-  return getenv("RILL_TEST_DEBUG_SHADOW") ? bytes / 16384 * 2900 : 0;
-}
-
 static void check_idle_return(const char *who, size_t base, size_t bytes) {
   burst(bytes, 12345);
   size_t after_free = rss_raw();
-  size_t end = idle_until_below(base + bytes / 8 + shadow_of(bytes), 6000);
+  size_t end = idle_until_below(base + bytes / 8 + debug_shadow_bytes(bytes), 6000);
   printf("%s: RSS %zu MiB at start, %zu MiB right after freeing %zu MiB, %zu MiB after idling\n",
          who, base / MiB, after_free / MiB, bytes / MiB, end / MiB);
-  CHECK(end < base + bytes / 8 + shadow_of(bytes),
+  CHECK(end < base + bytes / 8 + debug_shadow_bytes(bytes),
         "%s: idle RSS stayed at %zu MiB (start %zu MiB, %zu MiB freed): the purger gave "
         "nothing back",
         who, end / MiB, base / MiB, bytes / MiB);
@@ -210,7 +203,7 @@ static int run_large(size_t base, size_t bytes) {
     memset(b[i], 0x5a, each);
   }
   for (unsigned i = 0; i < N; i++) free(b[i]);
-  size_t after_free = rss_raw(), limit = base + bytes / 8 + shadow_of(bytes);
+  size_t after_free = rss_raw(), limit = base + bytes / 8 + debug_shadow_bytes(bytes);
   size_t end = idle_until_below(limit, 6000);
   printf("large: RSS %zu MiB at start, %zu MiB right after freeing %zu MiB of %zu MiB blocks, "
          "%zu MiB after idling\n",
@@ -239,7 +232,7 @@ static int run_free_only(size_t base, size_t bytes) {
   pthread_t t;
   if (pthread_create(&t, NULL, free_all, handed) != 0) DIE("pthread_create failed");
   pthread_join(t, NULL);
-  size_t after_free = rss_raw(), limit = base + bytes / 8 + shadow_of(bytes);
+  size_t after_free = rss_raw(), limit = base + bytes / 8 + debug_shadow_bytes(bytes);
   size_t end = idle_until_below(limit, 6000);
   printf("free-only: RSS %zu MiB at start, %zu MiB after another thread freed %zu MiB and "
          "exited, %zu MiB after idling\n",
@@ -295,7 +288,7 @@ static int run_burst(const char *who, size_t base, size_t bytes, size_t lo, size
   for (unsigned i = 0; i < 2; i++) pthread_join(t[i], NULL);
   const char *d = getenv("RILL_PURGE_DELAY_MS");
   unsigned delay = d ? (unsigned)atoi(d) : 1000, wait = delay + 3000;
-  size_t after_free = rss_raw(), limit = base + bytes / keep_div + shadow_of(bytes);
+  size_t after_free = rss_raw(), limit = base + bytes / keep_div + debug_shadow_bytes(bytes);
   size_t end = idle_until_below(limit, wait);
   printf("%s: RSS %zu MiB at start, %zu MiB after two threads freed %zu MiB of %zu-%zu B "
          "blocks and exited, %zu KiB after %u ms idle at most\n",

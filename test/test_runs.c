@@ -792,10 +792,8 @@ static void freed_memory_serves_other_sizes(void) {
   char **v = (char **)xmalloc(N * sizeof *v);
   memset(v, 0, N * sizeof *v); /* its pages are not what is counted */
   long all = 32 * MiB / 4096;
-  /* A -DRILL_DEBUG build faults in a shadow record of about 2.8 KiB per 16
-   * KiB slot the blocks use (src/debug.h); CMake says so with
-   * RILL_TEST_DEBUG_SHADOW, as for test_memory. */
-  long shadow = getenv("RILL_TEST_DEBUG_SHADOW") ? (long)(32 * MiB / 16384 * 2900 / 4096) : 0;
+  /* A debug build faults in its shadow records with the blocks. */
+  long shadow = (long)(debug_shadow_bytes(32 * MiB) / 4096);
   size_t n20 = 32 * MiB / 20000, n100 = 32 * MiB / 100, n48 = 32 * MiB / 48;
   size_t n3k = 32 * MiB / 3000, n64 = 32 * MiB / 64;
   char *big = xmalloc(32 * MiB - 16 * KiB);
