@@ -409,6 +409,7 @@ EXPORT void rill_free_aligned_sized(void *p, size_t align, size_t size) {
 
 EXPORT size_t rill_collect(bool force) {
   if (!atomic_load_explicit(&rill_ready, ACQ)) return 0;
+  heap_batch_push(rill_tls); /* RILL_REMOTE_BATCH: the caller's kept remote frees */
   if (force) heap_collect(rill_tls);
   heap_sweep_all(false);
   return pool_purge();

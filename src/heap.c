@@ -940,6 +940,7 @@ static span_t *run_for(heap_t *h, size_t n, bool own) {
 
 static size_t heap_sweep(heap_t *h);
 static void cache_trim(heap_t *h);
+static void batch_push(heap_t *h, bool owner);
 static _Atomic uint64_t stash_beat; /* the pool epoch whose stash flush has run */
 
 static span_t *heap_next_span(heap_t *h, unsigned cls) {
@@ -952,6 +953,7 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
     atomic_store_explicit(&h->swept, e, RLX);
     h->let_go = 0;
     cache_trim(h);
+    batch_push(h, true);
     heap_sweep(h);
     uint64_t b = atomic_load_explicit(&stash_beat, RLX);
     if (b != e && atomic_compare_exchange_strong_explicit(&stash_beat, &b, e, RLX, RLX))
@@ -1111,14 +1113,17 @@ static inline bool cache_put(heap_t *h, span_t *sp, block_t *b, const char *fn) 
   return true;
 }
 
-/* Blocks of class cls in every heap's cache, for rill_stats: counted out by
- * their spans, but free. A snapshot, like the rest of the statistics. */
-uint32_t heap_cached(unsigned cls) {
+/* Blocks of class cls in every heap's cache or batch of remote frees, for
+ * rill_stats: counted out by their spans, but free. A snapshot, like the
+ * rest of the statistics. */
+uint32_t heap_kept(unsigned cls) {
   unsigned i = cls - CACHE_CLS0;
-  if (i >= NCACHE) return 0;
   uint32_t n = 0, top = heap_count();
   if (top > max_heaps) top = max_heaps;
-  for (uint32_t k = 0; k < top; k++) n += __atomic_load_n(&heaps[k].cache_n[i], __ATOMIC_RELAXED);
+  for (uint32_t k = 0; k < top; k++) {
+    if (i < NCACHE) n += __atomic_load_n(&heaps[k].cache_n[i], __ATOMIC_RELAXED);
+    n += __atomic_load_n(&heaps[k].batch_cls[cls], __ATOMIC_RELAXED);
+  }
   return n;
 }
 
@@ -1463,6 +1468,90 @@ static inline bool may_take(const heap_t *h, span_t *sp) {
          (owner == h || !owner || owner_gone(sp, owner));
 }
 
+/* ---- remote frees in batches -------------------------------------------- */
+/* A remote free of a small block is the free that misses: it writes its link
+ * into a block another core wrote last, and swaps the span's remote word,
+ * which the owner swaps too when it collects. One by one, with 2.5% of the
+ * blocks freed by another worker, that put the soak's free p99 at 2-3x
+ * jemalloc's (docs/benchmarks.md, "Remote frees in batches"). So a thread
+ * keeps such frees as pointers, BATCH_N of them, and pushes them together:
+ * the blocks' lines and their spans' remote words are prefetched for all of
+ * them first, so their misses overlap, and the free that fills the batch
+ * pays for all (snmalloc batches its remote frees by destination too). Each
+ * block still goes back to its owner's span by the CAS of span_free_remote
+ * (Streamflow §3.1.1), and none is reused by the thread that freed it (Hoard
+ * §2.1). But a kept block stays counted out in its span, so a span its last
+ * remote free empties goes back when the batch is pushed, not at once
+ * (scalloc's eager return): hence an option, RILL_REMOTE_BATCH=1, off by
+ * default. To tell whether a free would empty its span the freer would have
+ * to read the remote word, and that read is the miss (its free p99 stayed
+ * where it was). The delay is bounded: BATCH_N blocks of BATCH_BSIZE bytes
+ * at most, pushed when the batch fills, at the thread's first span change of
+ * a beat, at rill_collect and at exit; the purger pushes an idle thread's
+ * (heap_lend), under cache_off as for the block cache. */
+static void batch_push(heap_t *h, bool owner) {
+  uint32_t n = atomic_load_explicit(&h->batch_n, RLX);
+  if (!n || (owner && atomic_load_explicit(&h->cache_off, ACQ))) return;
+  for (uint32_t i = 0; i < n; i++) {
+    __builtin_prefetch(h->batch[i], 1);
+    __builtin_prefetch(&span_at((uintptr_t)h->batch[i] - rill_arena.base)->xf, 1);
+  }
+  uint64_t pushed = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    block_t *b = h->batch[i];
+    span_t *sp = span_at((uintptr_t)b - rill_arena.base);
+    if (owner && attached_to(sp, h)) {
+      /* taken over by an earlier block (below): the owner's free, as in
+       * free_fast, with its eager return */
+      b->next = sp->free;
+      sp->free = b;
+      uint32_t u = used_get(sp) - 1;
+      used_dec(sp, u);
+      if (below_check(sp, u) && XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u)
+        heap_span_emptied(h, sp);
+      continue;
+    }
+    /* an orphan, or its owner has exited: the freer takes the span over
+     * (may_take), as the block's free would have without the batch */
+    if (owner && may_take(h, sp) && heap_take(h, sp, b)) continue;
+    /* the blocks kept next for the same span go with it, in one CAS (a
+     * producer's consumer frees whole runs of one span) */
+    block_t *last = b;
+    uint32_t k = 1;
+    for (; i + 1 < n && span_at((uintptr_t)h->batch[i + 1] - rill_arena.base) == sp; i++, k++)
+      last = last->next = h->batch[i + 1];
+    span_free_remote_n(sp, b, last, k, span_block_key(sp, (uintptr_t)b));
+    pushed += k;
+  }
+  for (uint32_t i = 0; i < NCLASSES; i++)
+    if (h->batch_cls[i]) __atomic_store_n(&h->batch_cls[i], 0, __ATOMIC_RELAXED);
+  atomic_store_explicit(&h->batch_n, 0, RLX);
+  atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + pushed,
+                        RLX);
+}
+
+/* Keeps b, a block of another thread's span, for the next batch_push. It
+ * reads nothing the owner writes: neither the span's remote word nor the
+ * owner's record (whether it has exited is batch_push's question). Not a
+ * shared heap's (the comparison variants, the young): they have no owner to
+ * push at exit. The last block kept is compared with b, as free_fast
+ * compares the list head, for the common double free. */
+static inline bool batch_put(heap_t *h, span_t *sp, block_t *b, const char *fn) {
+  if (RILL_VARIANT != 0 || !rill_opt.remote_batch || sp->bsize > BATCH_BSIZE || owns_nothing(h) ||
+      heap_is_shared(h))
+    return false;
+  heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
+  if (owner == h || !owner || atomic_load_explicit(&h->cache_off, ACQ)) return false;
+  uint32_t n = atomic_load_explicit(&h->batch_n, RLX);
+  if (unlikely(n && h->batch[n - 1] == b)) rill_invalid(fn, b);
+  h->batch[n] = b;
+  __atomic_store_n(&h->batch_cls[sp->cls], (uint8_t)(h->batch_cls[sp->cls] + 1), __ATOMIC_RELAXED);
+  atomic_store_explicit(&h->batch_n, n + 1, RLX);
+  if (n + 1 == BATCH_N) batch_push(h, true);
+  owner_release(h); /* TSan builds only (heap_lend pushes an idle owner's batch) */
+  return true;
+}
+
 /* A free whose span is not attached to this thread's heap: the block cache
  * keeps it if it can (cache_put); else the span is taken over when nobody
  * allocates from it (heap_take); otherwise the block goes on the span's
@@ -1490,6 +1579,7 @@ static NOINLINE void free_other(void *p, span_t *sp, heap_t *h, const char *fn) 
     heap_t *mine = heap_get_slow();
     if (mine) h = mine;
   }
+  if (batch_put(h, sp, p, fn)) return;
   if (may_take(h, sp) && heap_take(h, sp, p)) return;
   span_free_remote(sp, p, key);
   if (h == &young_heap)
@@ -1576,6 +1666,11 @@ static void heap_release(span_t *sp, heap_t *lender) {
       return;
     }
   }
+}
+
+/* rill_collect: the calling thread's kept remote frees go to their spans. */
+void heap_batch_push(heap_t *h) {
+  if (!owns_nothing(h) && !heap_is_shared(h)) batch_push(h, true);
 }
 
 /* rill_collect(true): the calling thread also lets go of spans it holds
@@ -1743,8 +1838,8 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
   spin_lock(&h->lock);
   bool any = !h->closed && lendable_any(h);
   spin_unlock(&h->lock);
-  bool hot = hot_worth(h);
-  if (!any && !hot) return 0;
+  bool hot = hot_worth(h), batch = atomic_load_explicit(&h->batch_n, RLX) != 0;
+  if (!any && !hot && !batch) return 0;
   if (!os_thread_waiting(tid, &before)) {
     atomic_store_explicit(&h->lend_seen, os_now_ms(), RLX); /* busy: not again for a while */
     *busy = any; /* hot spans alone wait for the next beat, not a kick */
@@ -1764,7 +1859,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
   unsigned nt = 0;
   /* the block cache: the owner skips it from now on (cache_get, cache_put);
    * ours to drain below if it slept throughout */
-  bool cache = hot && atomic_load_explicit(&h->cache_bytes, RLX) != 0;
+  bool cache = (hot && atomic_load_explicit(&h->cache_bytes, RLX) != 0) || batch;
   if (cache) atomic_store_explicit(&h->cache_off, 1, RLX);
   for (unsigned c = 0; hot && c < NCLASSES; c++) {
     span_t *sp = hot_get(h, c);
@@ -1810,6 +1905,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
   spin_unlock(&h->hot_lock);
   if (cache) {
     cache_give_all(h, false);
+    batch_push(h, false);
     atomic_store_explicit(&h->cache_off, 0, REL);
   }
   /* onto the orphanage's list as a finished thread's spans (heap_release),
@@ -1884,6 +1980,7 @@ void heap_thread_done(heap_t *h) {
   }
   dbg_heap_mine(h);
   cache_drain(h);
+  batch_push(h, true); /* before `closed`: a span it takes is released below */
   rill_tls = &rill_done_heap;
   spin_lock(&h->lock); /* from now on, spans handed back become orphans */
   __atomic_store_n(&h->closed, true, __ATOMIC_RELAXED);

@@ -142,7 +142,7 @@ static unsigned opt_word(const char *name, const char *const *words, unsigned n,
  * left out would be reported as a misspelling of its nearest neighbour. */
 static const char *const opt_names[] = {
     "RILL_SHOW_STATS", "RILL_HUGEPAGES", "RILL_PURGE_THREAD", "RILL_PURGE_DELAY_MS",
-    "RILL_PURGE",      "RILL_COMMIT",    "RILL_DEEPBIND"};
+    "RILL_PURGE",      "RILL_COMMIT",    "RILL_DEEPBIND",     "RILL_REMOTE_BATCH"};
 #define OPT_NAME_MAX 40
 
 /* Edits (insertions, deletions, substitutions) that turn a[0..na) into b. */
@@ -336,6 +336,7 @@ bool rill_init(void) {
                            "classes; using the default (0)");
     rill_opt.show_stats = sh < 4 ? SHOW_NONE : sh < 8 ? SHOW_TOTALS : SHOW_CLASSES;
     rill_opt.hugepages = opt_bool("RILL_HUGEPAGES", false);
+    rill_opt.remote_batch = opt_bool("RILL_REMOTE_BATCH", false);
     /* "auto", then pairs of off and on words: odd indices are off */
     static const char *const purger[] = {"auto", "0",   "1",   "false", "true",
                                          "no",   "yes", "off", "on"};

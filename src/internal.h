@@ -578,7 +578,10 @@ static inline block_t *block_of_key(const span_t *sp, uint32_t key) {
   return (block_t *)(sp->start + ((uintptr_t)key << 3));
 }
 span_t *span_lookup(const void *p) INTERNAL;
-void span_free_remote(span_t *sp, block_t *b, uint32_t key) INTERNAL;
+void span_free_remote_n(span_t *sp, block_t *b, block_t *last, uint32_t k, uint32_t key) INTERNAL;
+static inline void span_free_remote(span_t *sp, block_t *b, uint32_t key) {
+  span_free_remote_n(sp, b, b, 1, key);
+}
 uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
 void span_module_init(void) INTERNAL;
 unsigned class_order(unsigned cls) INTERNAL;
@@ -610,6 +613,8 @@ _Static_assert(CACHE_CLS0 > NDIRECT_CLS, "young classes are never cached");
 /* A heap's reusable lists, in an array beside the heap records: a thread
  * that never lists a span leaves their pages untouched (896 bytes of what
  * was a 2,560-byte record; `crowd`). */
+#define BATCH_N     64   /* remote frees a thread keeps before pushing them (heap.c) */
+#define BATCH_BSIZE 1024 /* the largest block they may be */
 typedef struct heap_lists {
   span_t *list[NCLASSES]; /* partly free spans the heap tracks (reusable) */
   span_t *tail[NCLASSES]; /* last span of each list */
@@ -661,6 +666,12 @@ typedef struct heap {
   uint8_t cache_low[NCACHE]; /* the fewest since the last beat: kept unused (cache_trim) */
   _Atomic uint32_t cache_bytes;
   _Atomic uint32_t cache_off; /* the purger is draining the stacks of an idle owner */
+  /* RILL_REMOTE_BATCH: remote frees of small blocks not pushed yet (heap.c,
+   * "remote frees in batches"); the owner's, but while the purger has set
+   * cache_off. Lines of their own: other threads read `gen` and `closed`. */
+  _Alignas(64) _Atomic uint32_t batch_n;
+  uint8_t batch_cls[NCLASSES]; /* the kept blocks by class, for rill_stats */
+  block_t *batch[BATCH_N];
 #if RILL_DEBUG
   _Atomic uint32_t owner_tid; /* the thread that owns this record now */
 #endif
@@ -691,6 +702,7 @@ void heap_queue(span_t *sp) INTERNAL;
 heap_t *heap_get_slow(void) INTERNAL;
 void heap_thread_done(heap_t *h) INTERNAL;
 void heap_collect(heap_t *h) INTERNAL;
+void heap_batch_push(heap_t *h) INTERNAL;
 void heap_stashes_flush(void) INTERNAL;
 bool heap_stashed(void) INTERNAL;
 size_t heap_sweep_all(bool idle_only) INTERNAL;
@@ -700,7 +712,7 @@ heap_t *heap_at(uint32_t id) INTERNAL;
 uint64_t heap_young_frees(void) INTERNAL;
 uint32_t heap_young_live(void) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
-uint32_t heap_cached(unsigned cls) INTERNAL;
+uint32_t heap_kept(unsigned cls) INTERNAL;
 void *heap_cache_take(heap_t *h, unsigned cls) INTERNAL;
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *large_alloc_moved(heap_t *h, size_t n) INTERNAL;
@@ -732,6 +744,7 @@ typedef struct options {
   uint8_t show_stats;   /* SHOW_*: print statistics at exit, and a line per class */
   bool purge_free;      /* RILL_PURGE=free: MADV_FREE instead of MADV_DONTNEED */
   bool hugepages;       /* RILL_HUGEPAGES=1 */
+  bool remote_batch;    /* RILL_REMOTE_BATCH=1: remote frees of small blocks pushed in batches */
   uint32_t purge_delay; /* RILL_PURGE_DELAY_MS */
   bool commit_demand;   /* RILL_COMMIT: tables and arena writable only as they are used */
   uint32_t gone_max;    /* RILL_COMMIT: decommitted stretches at once, from vm.max_map_count */

@@ -410,8 +410,11 @@ span_t *span_lookup(const void *p) {
  * after its push: `used` of a listed span only falls and the count only
  * rises, so a stale read can miss an empty span but never claim a live one.
  * The push is sequentially consistent so that an owner free racing with it
- * sees the push or is seen by it (heap_span_emptied is the owner's side). */
-void span_free_remote(span_t *sp, block_t *b, uint32_t key) {
+ * sees the push or is seen by it (heap_span_emptied is the owner's side).
+ * A batch of remote frees (heap.c, RILL_REMOTE_BATCH) pushes the k blocks
+ * it holds for one span as a chain, b linked through to `last`, with the
+ * one CAS: Streamflow's remote frees batched back to the owner (§3.1.1). */
+void span_free_remote_n(span_t *sp, block_t *b, block_t *last, uint32_t k, uint32_t key) {
   uint64_t old = atomic_load_explicit(&sp->xf, RLX), nw;
   unsigned st, nst;
   uint32_t cap = 0, mark = 0;
@@ -429,8 +432,8 @@ void span_free_remote(span_t *sp, block_t *b, uint32_t key) {
       cap = sp->cap;
       mark = span_reuse_mark(sp);
     }
-    uint32_t n = XF_COUNT(old) + 1;
-    b->next = XF_HEAD(old) ? block_of_key(sp, XF_HEAD(old) - 1) : NULL;
+    uint32_t n = XF_COUNT(old) + k;
+    last->next = XF_HEAD(old) ? block_of_key(sp, XF_HEAD(old) - 1) : NULL;
     nst = st;
     if (st == ST_FLOATING) {
       uint32_t used = atomic_load_explicit(&sp->fused, RLX);

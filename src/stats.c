@@ -91,11 +91,11 @@ EXPORT void rill_stats_get(struct rill_stats *out) {
     }
     s.remote_frees += heap_young_frees();
     s.threads += heap_young_live();
-    /* blocks in the threads' block caches are free, though their spans
-     * count them out (heap.c, "the block cache") */
+    /* blocks in the threads' block caches and batches of remote frees are
+     * free, though their spans count them out (heap.c, "the block cache",
+     * "remote frees in batches") */
     uint64_t cached = 0;
-    for (unsigned c = CACHE_CLS0; c < NPLAIN; c++)
-      cached += (uint64_t)heap_cached(c) * class_size(c);
+    for (unsigned c = 0; c < NCLASSES; c++) cached += (uint64_t)heap_kept(c) * class_size(c);
     s.bytes_in_use -= cached < s.bytes_in_use ? cached : s.bytes_in_use;
     s.huge_bytes = huge_bytes();
     s.bytes_purged = pool_purged_bytes();
@@ -154,8 +154,8 @@ EXPORT size_t rill_class_stats_get(struct rill_class_stats *out, size_t n) {
   struct rill_class_stats rows[NCLASSES + 1];
   memset(rows, 0, sizeof rows);
   walk_spans(class_span, rows);
-  for (unsigned c = CACHE_CLS0; c < NPLAIN; c++) { /* as in rill_stats_get */
-    uint64_t k = heap_cached(c);
+  for (unsigned c = 0; c < NCLASSES; c++) { /* as in rill_stats_get */
+    uint64_t k = heap_kept(c);
     if (k > rows[c].blocks_in_use) k = rows[c].blocks_in_use;
     rows[c].blocks_in_use -= k;
     rows[c].blocks_free += k;

@@ -53,7 +53,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
   mode=$(pick random prodcons churn relay tls fork all)
   opts="RILL_PURGE_DELAY_MS=$(pick 0 1 5 50 1000) RILL_PURGE=$(pick dontneed free)"
   opts+=" RILL_COMMIT=$(pick auto demand) RILL_HUGEPAGES=$(pick 0 1)"
-  opts+=" RILL_PURGE_THREAD=$(pick auto 0 1)"
+  opts+=" RILL_PURGE_THREAD=$(pick auto 0 1) RILL_REMOTE_BATCH=$(pick 0 1)"
   seed=$((RANDOM * 32768 + RANDOM))
   cmd="env $opts $DIR/$exe --mode $mode --threads $(pick 2,8,33 1,4,16 3,64) --ops 200000"
   cmd+=" --items 100000 --churn 2000 --forks 8 --relay-ms 1000 --seed $seed"

@@ -303,6 +303,11 @@ for v in "${TSAN_BUILT[@]}"; do
     RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=5 tsan_run tsan_purger 0w \
       --mode random,prodcons,churn,fork --threads 1,4 --ops $TS_OPS --items $TS_ITEMS \
       --churn $TS_CHURN --forks $TS_FORKS --fork-threads 2
+    # remote frees in batches (RILL_REMOTE_BATCH=1): kept by the freer, pushed when full, at
+    # exit and by the purger for a thread that waits (heap_lend), racing with its owner's wake
+    RILL_REMOTE_BATCH=1 RILL_PURGE_THREAD=1 RILL_PURGE_DELAY_MS=5 tsan_run tsan_batch 0w \
+      --mode random,prodcons,churn,relay --threads 1,4 --ops $TS_OPS --items $TS_ITEMS \
+      --churn $TS_CHURN
     # commit on demand: covers, chunk and wilderness commits and heap records committed as
     # threads arrive, and pooled spans decommitted by the purger's passes and committed again
     # as they are taken, racing with every span change and with fork

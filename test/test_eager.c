@@ -14,6 +14,10 @@
 static pthread_barrier_t bar;
 static void **objs;
 static size_t nobj, cap, size;
+/* --batch: the freer keeps running while the owner looks at its kept frees,
+ * since a thread that waits may have its batch pushed by the purger
+ * meanwhile (heap_lend); they step through an atomic counter. */
+static _Atomic unsigned step;
 
 static struct rill_stats snap(void) {
   struct rill_stats s;
@@ -61,6 +65,7 @@ static void objs_drop(void) {
  * started first, with a fresh two-party barrier. */
 static void run_two(void *(*first)(void *), void *(*second)(void *)) {
   objs_new();
+  atomic_store(&step, 0);
   pthread_barrier_init(&bar, NULL, 2);
   pthread_t a, b;
   pthread_create(&a, NULL, first, NULL);
@@ -75,14 +80,39 @@ static void free_range(size_t from, size_t to) {
   for (size_t i = from; i < to; i++) rill_free(objs[i]);
 }
 
+/* --batch, run with RILL_REMOTE_BATCH=1: a thread keeps its remote frees of
+ * blocks up to BATCH_BSIZE and pushes them BATCH_N at a time (src/heap.c,
+ * "remote frees in batches"), or at its rill_collect, its exit, or the
+ * purger's look while it waits. So a span its frees empty goes back at the
+ * push, not at once; this mode checks both halves of that. */
+#define T_BATCH_N     64   /* BATCH_N */
+#define T_BATCH_BSIZE 1024 /* BATCH_BSIZE */
+static bool batch;
+
+static void spin_until(unsigned s) {
+  while (atomic_load(&step) < s) {
+  }
+}
+
+/* Would the last of n remote frees of `size` blocks still be kept? */
+static bool batch_keeps(size_t n) {
+  return batch && size <= T_BATCH_BSIZE && n % T_BATCH_N != 0;
+}
+
 /* Thread B: the remote freer, driven step by step by the owner. */
 static void *remote(void *arg) {
   (void)arg;
   pthread_barrier_wait(&bar); /* step 1: empty span 0 (owner freed its first block) */
   free_range(1, cap);
+  if (batch) {
+    atomic_store(&step, 1);
+    spin_until(2);       /* the owner saw the span kept */
+    rill_collect(false); /* pushes this thread's batch */
+  }
   pthread_barrier_wait(&bar);
   pthread_barrier_wait(&bar); /* step 2: all of span 1 but its last block */
   free_range(cap, 2 * cap - 2);
+  if (batch) rill_collect(false);
   pthread_barrier_wait(&bar);
   return NULL;
 }
@@ -95,6 +125,16 @@ static void *owner(void *arg) {
   struct rill_stats s0 = snap();
   uint64_t c0 = class_spans();
   pthread_barrier_wait(&bar);
+  if (batch) {
+    spin_until(1); /* B freed the rest of span 0, and keeps the last frees */
+    struct rill_stats k = snap();
+    if (batch_keeps(cap - 1))
+      CHECK(k.spans_reusable == s0.spans_reusable && class_spans() == c0,
+            "--batch: size %zu: span 0 went back before its freer pushed its batch "
+            "(reusable %llu -> %llu): are remote frees kept (RILL_REMOTE_BATCH=1)?",
+            size, (unsigned long long)s0.spans_reusable, (unsigned long long)k.spans_reusable);
+    atomic_store(&step, 2);
+  }
   pthread_barrier_wait(&bar); /* B freed the rest of span 0; this thread did nothing */
   struct rill_stats s1 = snap();
   uint64_t c1 = class_spans();
@@ -133,6 +173,7 @@ static void *race_remote(void *arg) {
   (void)arg;
   pthread_barrier_wait(&bar);
   for (size_t i = 1; i < nobj; i += 2) rill_free(objs[i]);
+  if (batch) rill_collect(false); /* its last frees, kept, before the owner counts */
   pthread_barrier_wait(&bar);
   pthread_barrier_wait(&bar); /* the owner has counted the misses */
   if (!by_purger) rill_collect(false);
@@ -205,6 +246,68 @@ static void orphan_case(void) {
         "(reusable %llu -> %llu, free %llu -> %llu)",
         (unsigned long long)s1.spans_reusable, (unsigned long long)s2.spans_reusable,
         (unsigned long long)s1.spans_free, (unsigned long long)s2.spans_free);
+  objs_drop();
+}
+
+/* ---- --batch: kept remote frees pushed at the freer's exit, or by the purger */
+/* The owner (this thread) frees the first block of span 0, so it is listed;
+ * the freer frees the rest and keeps the last of them. With `idle` the
+ * freer then waits, and the purger must push its batch (--batch-idle, with
+ * RILL_PURGE_THREAD=1; --batch-idle-control, without the purger, shows the
+ * batch stays while the freer waits); else it exits, and its exit pushes
+ * them. */
+static bool idle, idle_control;
+static void *batch_freer(void *arg) {
+  (void)arg;
+  free_range(1, cap);
+  atomic_store(&step, 1);
+  spin_until(2);                        /* the owner looks: kept */
+  if (idle) pthread_barrier_wait(&bar); /* waits, while the owner waits for the purger */
+  return NULL;
+}
+
+static void batch_case(void) {
+  size = 64;
+  cap = T_SPAN_CAP(size);
+  nobj = 2 * cap;
+  objs_new();
+  pthread_barrier_init(&bar, NULL, 2);
+  fill();
+  rill_free(objs[0]);
+  struct rill_stats s0 = snap();
+  uint64_t c0 = class_spans();
+  pthread_t t;
+  atomic_store(&step, 0);
+  pthread_create(&t, NULL, batch_freer, NULL);
+  spin_until(1);
+  struct rill_stats s1 = snap();
+  if (batch_keeps(cap - 1))
+    CHECK(s1.spans_reusable == s0.spans_reusable && class_spans() == c0,
+          "--batch: span 0 went back while its freer still kept its last frees");
+  atomic_store(&step, 2);
+  /* a span of its own emptied into the pool: the purger wakes for it */
+  void *big = rill_malloc(256 * 1024);
+  rill_free(big);
+  unsigned waited = 0;
+  if (idle) {
+    for (; class_spans() == c0 && waited < (idle_control ? 500 : 10000); waited++)
+      nanosleep(&(struct timespec){0, 1000000}, NULL);
+    if (idle_control)
+      CHECK(class_spans() == c0,
+            "--batch-idle-control: span 0 went back while its freer waited with no purger "
+            "thread: the test does not show what pushes the batch");
+    pthread_barrier_wait(&bar);
+  }
+  pthread_join(t, NULL);
+  struct rill_stats s2 = snap();
+  CHECK(s2.spans_reusable + 1 == s0.spans_reusable && class_spans() + 1 == c0,
+        "--batch: span 0 not back after its freer %s (reusable %llu -> %llu)",
+        idle && !idle_control ? "waited 10 s with the purger running" : "exited",
+        (unsigned long long)s0.spans_reusable, (unsigned long long)s2.spans_reusable);
+  if (idle && !idle_control)
+    printf("batch: the purger pushed an idle thread's batch within %u ms\n", waited);
+  free_range(cap, nobj);
+  pthread_barrier_destroy(&bar);
   objs_drop();
 }
 
@@ -297,7 +400,12 @@ static void start_purger(void) {
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   by_purger = strcmp(mode, "--purger") == 0 || strcmp(mode, "--missed") == 0;
+  batch = strncmp(mode, "--batch", 7) == 0;
+  idle = strncmp(mode, "--batch-idle", 12) == 0;
+  idle_control = strcmp(mode, "--batch-idle-control") == 0;
   start_purger();
+  if (batch) batch_case();
+  if (idle) return t_finish("test_eager");
   if (strncmp(mode, "--missed", 8) == 0) {
     missed_case();
     return t_finish("test_eager");
