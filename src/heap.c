@@ -1501,13 +1501,16 @@ static void batch_push(heap_t *h, bool owner) {
     block_t *b = h->batch[i];
     span_t *sp = span_at((uintptr_t)b - rill_arena.base);
     if (owner && attached_to(sp, h)) {
-      /* taken over by an earlier block (below): the owner's free, as in
-       * free_fast, with its eager return */
+      /* taken over since (below, or by a free after the block was kept):
+       * the owner's free, as in free_fast, with its eager return, but for a
+       * hot span, which stays: letting it go takes hot_lock, which the
+       * caller may hold (heap_next_span) */
       b->next = sp->free;
       sp->free = b;
       uint32_t u = used_get(sp) - 1;
       used_dec(sp, u);
-      if (below_check(sp, u) && XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u)
+      if (below_check(sp, u) && XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u &&
+          atomic_load_explicit(&sp->where, RLX) != AT_HOT)
         heap_span_emptied(h, sp);
       continue;
     }
@@ -1532,7 +1535,8 @@ static void batch_push(heap_t *h, bool owner) {
 
 /* Keeps b, a block of another thread's span, for the next batch_push. It
  * reads nothing the owner writes: neither the span's remote word nor the
- * owner's record (whether it has exited is batch_push's question). Not a
+ * owner's record (whether it has exited is batch_push's question). An
+ * orphan's block takes the usual path (may_take). Not a
  * shared heap's (the comparison variants, the young): they have no owner to
  * push at exit. The last block kept is compared with b, as free_fast
  * compares the list head, for the common double free. */
@@ -1541,7 +1545,8 @@ static inline bool batch_put(heap_t *h, span_t *sp, block_t *b, const char *fn) 
       heap_is_shared(h))
     return false;
   heap_t *owner = atomic_load_explicit(&sp->heap, RLX);
-  if (owner == h || !owner || atomic_load_explicit(&h->cache_off, ACQ)) return false;
+  if (owner == h || !owner || owner == &orphanage || atomic_load_explicit(&h->cache_off, ACQ))
+    return false;
   uint32_t n = atomic_load_explicit(&h->batch_n, RLX);
   if (unlikely(n && h->batch[n - 1] == b)) rill_invalid(fn, b);
   h->batch[n] = b;
