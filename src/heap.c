@@ -1985,11 +1985,18 @@ void heap_thread_done(heap_t *h) {
   }
   dbg_heap_mine(h);
   cache_drain(h);
-  batch_push(h, true); /* before `closed`: a span it takes is released below */
   rill_tls = &rill_done_heap;
   spin_lock(&h->lock); /* from now on, spans handed back become orphans */
   __atomic_store_n(&h->closed, true, __ATOMIC_RELAXED);
   spin_unlock(&h->lock);
+  /* the kept remote frees, now that the purger looks at this heap no more
+   * (heap_lend checks `closed` under the lock): a look under way ends
+   * first. Before `closed`, a look begun meanwhile would have kept them
+   * from batch_push, and with them their spans, for good. As remote frees:
+   * one into a span of this heap stays on its remote list, counted by the
+   * release below */
+  while (atomic_load_explicit(&h->cache_off, ACQ)) sched_yield();
+  batch_push(h, false);
   for (unsigned c = 0; c < NCLASSES; c++) {
     if (h->hot[c] != &rill_empty_span) heap_release(h->hot[c], NULL);
     hot_set(h, c, &rill_empty_span);
