@@ -1992,10 +1992,12 @@ void heap_thread_done(heap_t *h) {
   /* the kept remote frees, now that the purger looks at this heap no more
    * (heap_lend checks `closed` under the lock): a look under way ends
    * first. Before `closed`, a look begun meanwhile would have kept them
-   * from batch_push, and with them their spans, for good. As remote frees:
-   * one into a span of this heap stays on its remote list, counted by the
-   * release below */
+   * from batch_push, and with them their spans, for good; the same look
+   * made cache_drain above skip the block cache, which goes too. As remote
+   * frees: one into a span of this heap stays on its remote list, counted
+   * by the release below */
   while (atomic_load_explicit(&h->cache_off, ACQ)) sched_yield();
+  cache_give_all(h, false);
   batch_push(h, false);
   for (unsigned c = 0; c < NCLASSES; c++) {
     if (h->hot[c] != &rill_empty_span) heap_release(h->hot[c], NULL);
