@@ -578,10 +578,8 @@ static inline block_t *block_of_key(const span_t *sp, uint32_t key) {
   return (block_t *)(sp->start + ((uintptr_t)key << 3));
 }
 span_t *span_lookup(const void *p) INTERNAL;
+void span_free_remote(span_t *sp, block_t *b, uint32_t key) INTERNAL;
 void span_free_remote_n(span_t *sp, block_t *b, block_t *last, uint32_t k, uint32_t key) INTERNAL;
-static inline void span_free_remote(span_t *sp, block_t *b, uint32_t key) {
-  span_free_remote_n(sp, b, b, 1, key);
-}
 uint32_t span_reuse_mark(const span_t *sp) INTERNAL;
 void span_module_init(void) INTERNAL;
 unsigned class_order(unsigned cls) INTERNAL;
