@@ -122,17 +122,11 @@ static inline void free_fast(heap_t *h, void *p, const char *fn) {
      * writer, so the compare takes it straight from memory */
     if (unlikely(t >= sp->limit || b == head)) rill_invalid(fn, p);
     race_nap();
-    b->next = head;
-    sp->free = b;
-    uint32_t u = used_get(sp) - 1;
-    used_dec(sp, u);
+    uint32_t u = owner_push(sp, b, head);
     owner_release(h); /* TSan builds only (heap_lend_idle) */
     /* a span on the reusable list goes back to the pool when its last block
-     * returns: here or in a remote free (scalloc's eager return). `check`
-     * keeps this to one predictable compare on the owner's line unless
-     * remote frees are pending on a listed span. */
-    if (unlikely(below_check(sp, u)) && XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u)
-      heap_span_emptied(h, sp);
+     * returns: here or in a remote free (scalloc's eager return) */
+    if (owner_emptied(sp, u)) heap_span_emptied(h, sp);
     return;
   }
   heap_free_slow(p, sp, h, fn);

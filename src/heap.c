@@ -1500,17 +1500,15 @@ static void batch_push(heap_t *h, bool owner) {
   for (uint32_t i = 0; i < n; i++) {
     block_t *b = h->batch[i];
     span_t *sp = span_at((uintptr_t)b - rill_arena.base);
+    /* its class's count goes (the blocks of one span, chained below, share it) */
+    if (h->batch_cls[sp->cls]) __atomic_store_n(&h->batch_cls[sp->cls], 0, __ATOMIC_RELAXED);
     if (owner && attached_to(sp, h)) {
       /* taken over since (below, or by a free after the block was kept):
        * the owner's free, as in free_fast, with its eager return, but for a
        * hot span, which stays: letting it go takes hot_lock, which the
        * caller may hold (heap_next_span) */
-      b->next = sp->free;
-      sp->free = b;
-      uint32_t u = used_get(sp) - 1;
-      used_dec(sp, u);
-      if (below_check(sp, u) && XF_COUNT(atomic_load_explicit(&sp->xf, RLX)) + 1 >= u &&
-          atomic_load_explicit(&sp->where, RLX) != AT_HOT)
+      uint32_t u = owner_push(sp, b, sp->free);
+      if (owner_emptied(sp, u) && atomic_load_explicit(&sp->where, RLX) != AT_HOT)
         heap_span_emptied(h, sp);
       continue;
     }
@@ -1526,8 +1524,6 @@ static void batch_push(heap_t *h, bool owner) {
     span_free_remote_n(sp, b, last, k, span_block_key(sp, (uintptr_t)b));
     pushed += k;
   }
-  for (uint32_t i = 0; i < NCLASSES; i++)
-    if (h->batch_cls[i]) __atomic_store_n(&h->batch_cls[i], 0, __ATOMIC_RELAXED);
   atomic_store_explicit(&h->batch_n, 0, RLX);
   atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + pushed,
                         RLX);
@@ -1574,16 +1570,27 @@ void heap_free_slow(void *p, span_t *sp, heap_t *h, const char *fn) {
     free_other(p, sp, h, fn);
 }
 
-/* A block checked as free_other checks it, kept if batch_put can. */
-static NOINLINE void free_batched(void *p, span_t *sp, heap_t *h, const char *fn) {
-  if (sp->cls != CLS_LARGE && span_block_key(sp, (uintptr_t)p) != UINT32_MAX) {
-    if (unlikely(h == &rill_empty_heap)) { /* as in free_other */
-      heap_t *mine = heap_get_slow();
-      if (mine) h = mine;
-    }
-    if (batch_put(h, sp, p, fn)) return;
+/* A checked block of a small class, freed by a thread whose heap is h: its
+ * span taken over when nobody allocates from it, else a remote free. Inline
+ * in both callers, so free_other's remote free makes no extra call. */
+static inline __attribute__((always_inline)) void free_small_other(void *p, span_t *sp, heap_t *h,
+                                                                   uint32_t key) {
+  if (may_take(h, sp) && heap_take(h, sp, p)) return;
+  span_free_remote(sp, p, key);
+  if (h == &young_heap)
+    young_tls.frees++;
+  else
+    atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + 1, RLX);
+}
+
+/* A thread that frees before it ever allocates (a consumer) gets its own
+ * heap too: its counters must not be a line every such thread writes. */
+static inline heap_t *freer_heap(heap_t *h) {
+  if (unlikely(h == &rill_empty_heap)) {
+    heap_t *mine = heap_get_slow();
+    if (mine) h = mine;
   }
-  free_other(p, sp, h, fn);
+  return h;
 }
 
 static NOINLINE void free_other(void *p, span_t *sp, heap_t *h, const char *fn) {
@@ -1594,18 +1601,20 @@ static NOINLINE void free_other(void *p, span_t *sp, heap_t *h, const char *fn) 
   }
   uint32_t key = span_block_key(sp, (uintptr_t)p);
   if (unlikely(key == UINT32_MAX)) rill_invalid(fn, p);
-  /* A thread that frees before it ever allocates (a consumer) gets its own
-   * heap too: its counters must not be a line every such thread writes. */
-  if (unlikely(h == &rill_empty_heap)) {
-    heap_t *mine = heap_get_slow();
-    if (mine) h = mine;
+  free_small_other(p, sp, freer_heap(h), key);
+}
+
+/* free_other with the batch first: the block checked once, kept if
+ * batch_put can. */
+static NOINLINE void free_batched(void *p, span_t *sp, heap_t *h, const char *fn) {
+  if (sp->cls == CLS_LARGE) {
+    free_other(p, sp, h, fn);
+    return;
   }
-  if (may_take(h, sp) && heap_take(h, sp, p)) return;
-  span_free_remote(sp, p, key);
-  if (h == &young_heap)
-    young_tls.frees++;
-  else
-    atomic_store_explicit(&h->remote_frees, atomic_load_explicit(&h->remote_frees, RLX) + 1, RLX);
+  uint32_t key = span_block_key(sp, (uintptr_t)p);
+  if (unlikely(key == UINT32_MAX)) rill_invalid(fn, p);
+  h = freer_heap(h);
+  if (!batch_put(h, sp, p, fn)) free_small_other(p, sp, h, key);
 }
 
 /* Gives back up to k blocks of stack i: as the owner's frees when h is the

@@ -302,6 +302,25 @@ static inline bool attached_to(const span_t *sp, const struct heap *h) {
 #endif
 }
 
+/* The owner's free of b into its span: the push onto the local list and the
+ * count, whose new value (the blocks still out) it returns for
+ * owner_emptied. Shared by free_fast and the batch's hand-back (heap.c). */
+static inline uint32_t owner_push(span_t *sp, block_t *b, block_t *head) {
+  b->next = head;
+  sp->free = b;
+  uint32_t u = used_get(sp) - 1;
+  used_dec(sp, u);
+  return u;
+}
+
+/* After owner_push: may this free have emptied a listed span (scalloc's eager
+ * return)? `check` keeps it to one predictable compare on the owner's line
+ * unless remote frees are pending on a listed span. */
+static inline bool owner_emptied(const span_t *sp, uint32_t u) {
+  return __builtin_expect(below_check(sp, u), 0) &&
+         XF_COUNT(atomic_load_explicit(&sp->xf, memory_order_relaxed)) + 1 >= u;
+}
+
 /* ---- arena (arena.c) --------------------------------------------------- */
 typedef struct arena {
   uintptr_t base;     /* slot 0; it never holds a span */
