@@ -512,6 +512,7 @@ span_t *run_give(size_t n, uint32_t home, uint32_t cutoff) INTERNAL;
 void run_adopt(span_t *sp, uint32_t home) INTERNAL;
 size_t run_free_beside(size_t first, size_t end, uint32_t home) INTERNAL;
 size_t pool_spill(size_t want, uint32_t home) INTERNAL;
+void pool_entries_tick(uint64_t now) INTERNAL;
 size_t pool_spill_spent(size_t want, uint32_t home) INTERNAL;
 bool pool_purge_wait(void) INTERNAL;
 void run_put(span_t *sp) INTERNAL;

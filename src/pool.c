@@ -111,6 +111,14 @@ static inline size_t map_words(void) {
   return (arena_bound_slots() + 63) / 64;
 }
 
+/* Summary word sw of every map, or'ed: the map words that may hold spans. */
+static uint64_t maps_marks(size_t sw) {
+  uint64_t m = 0;
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++) m |= atomic_load_explicit(&maps[s][o].sum[sw], RLX);
+  return m;
+}
+
 /* Marks a span pooled; map_push also counts it in (a purge pass puts back
  * spans it took without counting them out). */
 static void map_set(map_t *mp, span_t *sp) {
@@ -153,6 +161,33 @@ static span_t *map_pop(map_t *mp) {
     }
   }
   return NULL;
+}
+
+/* ---- pooled spans whose entries went back --------------------------------
+ * Every 16 KiB slot has a 256-byte entry, a 64th of the arena, and a burst
+ * of small objects leaves its spans pooled with their entries resident:
+ * purged, the spans hold no pages, but 4 of the 5 MiB that `idle` kept
+ * above its start after a 256 MiB burst were their entries. So once the
+ * pool settles (and at rill_collect), a page of entries whose slots all lie
+ * in pooled spans with no pages goes back too (entries_release), and reads
+ * zero. A pooled span's head entry with no slots (nslots 0; every span has
+ * one slot at least) stands for such a span: no pages, memory zero, as a
+ * never-used span cut from a chunk is; taking it from the pool writes its
+ * entry again (pooled_restore). */
+static inline bool pooled_gone(const span_t *sp) {
+  return span_nslots(sp) == 0;
+}
+
+/* A span just taken from the map of its order: its entry written again if
+ * it went back. */
+static span_t *pooled_restore(span_t *sp, unsigned order) {
+  if (unlikely(pooled_gone(sp))) {
+    /* free first: rill_stats_get may read the entry meanwhile (walk_spans) */
+    atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
+    arena_span(span_index(sp), order); /* what a never-used span's entry holds */
+    __atomic_store_n(&sp->stamp, UINT32_MAX, __ATOMIC_RELAXED);
+  }
+  return sp;
 }
 
 /* ---- purging (scalloc §3.3 madvise, made lazy and batched) ------------- */
@@ -201,6 +236,7 @@ size_t pool_purge_range(uintptr_t start, uintptr_t end, bool lazy, uintptr_t *fr
  * again until it has been used. Relaxed atomics: rill_stats_get reads them
  * from any thread. */
 static void span_purged(span_t *sp, bool lazy, bool refused) {
+  if (pooled_gone(sp)) return; /* no pages, and no entry to write */
   if (!refused && (!lazy || !rill_opt.purge_free))
     __atomic_store_n(&sp->fresh, 1, __ATOMIC_RELAXED);
   __atomic_store_n(&sp->stamp, UINT32_MAX, __ATOMIC_RELAXED);
@@ -316,13 +352,9 @@ static void decommit_word(size_t w) {
  * purge_lock. */
 static void decommit_pass(void) {
   size_t nw = map_words();
-  for (size_t sw = 0; sw * 64 < nw; sw++) {
-    uint64_t marks = 0;
-    for (unsigned s = 0; s < rill_arena.stripes; s++)
-      for (unsigned o = 0; o < POOL_ORDERS; o++)
-        marks |= atomic_load_explicit(&maps[s][o].sum[sw], RLX);
-    for (; marks; marks &= marks - 1) decommit_word(sw * 64 + (unsigned)__builtin_ctzll(marks));
-  }
+  for (size_t sw = 0; sw * 64 < nw; sw++)
+    for (uint64_t marks = maps_marks(sw); marks; marks &= marks - 1)
+      decommit_word(sw * 64 + (unsigned)__builtin_ctzll(marks));
 }
 
 /* A span just taken from the pool whose stretch was decommitted: the whole
@@ -390,9 +422,9 @@ static size_t maps_purge(uint32_t cutoff, bool lazy, size_t budget, size_t *left
           uint64_t x = atomic_exchange_explicit(&mp->bits[w], 0, SEQ), keep = 0;
           for (; x; x &= ~top_bit(x)) {
             span_t *sp = span_of_index(w * 64 + (unsigned)(63 - __builtin_clzll(x)));
-            if (got >= budget || sp->fresh || sp->stamp == UINT32_MAX ||
+            if (got >= budget || pooled_gone(sp) || sp->fresh || sp->stamp == UINT32_MAX ||
                 (int32_t)(sp->stamp - cutoff) > 0) {
-              if (!sp->fresh && sp->stamp != UINT32_MAX) ++*left;
+              if (!pooled_gone(sp) && !sp->fresh && sp->stamp != UINT32_MAX) ++*left;
               keep |= top_bit(x);
             } else {
               got += (size_t)1 << o;
@@ -458,7 +490,7 @@ static bool region_due(const region_t *rg, size_t rs, uint32_t cutoff) {
           size_t i = (rg->w0 + k) * 64 + (unsigned)__builtin_ctzll(m), e = i + ((size_t)1 << o);
           if (e <= rs || i >= rs + REGION) continue;
           const span_t *sp = span_of_index(i);
-          if (__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED)) continue;
+          if (pooled_gone(sp) || __atomic_load_n(&sp->fresh, __ATOMIC_RELAXED)) continue;
           uint32_t st = __atomic_load_n(&sp->stamp, __ATOMIC_RELAXED);
           if (st == UINT32_MAX || (int32_t)(st - cutoff) > 0) return false; /* refused, young */
           /* a straddler's pages alone would be purged again every pass */
@@ -516,10 +548,7 @@ static size_t regions_purge(uint32_t cutoff, uint64_t until, bool *cut) {
     for (size_t w = rg.w0; w < rg.w0 + rg.nw; w++) {
       if (w / 64 != usw) {
         usw = w / 64;
-        marks = 0;
-        for (unsigned s = 0; s < rill_arena.stripes; s++)
-          for (unsigned o = 0; o < POOL_ORDERS; o++)
-            marks |= atomic_load_explicit(&maps[s][o].sum[usw], RLX);
+        marks = maps_marks(usw);
       }
       any |= (marks & BIT(w)) != 0;
     }
@@ -683,6 +712,97 @@ uint64_t pool_epoch(void) {
   return atomic_load_explicit(&purge_due, RLX);
 }
 
+/* ---- giving pooled spans' entries back (above, "entries went back") ----- */
+/* A pooled span's head entry, read by a pass that holds the span: it holds
+ * no pages (its entry gone already, or zero and not decommitted). */
+static bool pooled_clean(const span_t *sp) {
+  return pooled_gone(sp) || (__atomic_load_n(&sp->fresh, __ATOMIC_RELAXED) &&
+                             __atomic_load_n(&sp->stamp, __ATOMIC_RELAXED) == UINT32_MAX &&
+                             !atomic_load_explicit(&sp->gone_n, RLX));
+}
+
+/* Of map word w's slots, the pages of entries (`per` slots each) that may
+ * go back, as a mask of their slots: every slot lies in one of the pooled
+ * spans x (head bits by stripe and order, all heads within w), every head
+ * in the page holds no pages, and one of them has its entry still. A span
+ * reaching in from the word below is not seen, and its slots count as not
+ * pooled. */
+static uint64_t entry_pages(size_t w, const uint64_t (*x)[POOL_ORDERS], unsigned per) {
+  uint64_t cov = 0, heads = 0, dirty = 0, gone = 0;
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      for (uint64_t m = x[s][o]; m; m &= m - 1) {
+        unsigned k = (unsigned)__builtin_ctzll(m), n = 1u << o;
+        cov |= (n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << k;
+        heads |= BIT(k);
+        const span_t *sp = span_of_index(w * 64 + k);
+        if (!pooled_clean(sp))
+          dirty |= BIT(k);
+        else if (pooled_gone(sp))
+          gone |= BIT(k);
+      }
+  uint64_t out = 0;
+  for (unsigned p = 0; p < 64; p += per) {
+    uint64_t pm = (per == 64 ? ~(uint64_t)0 : ((uint64_t)1 << per) - 1) << p;
+    if ((cov & pm) == pm && !(dirty & pm) && (heads & ~gone & pm)) out |= pm;
+  }
+  return out;
+}
+
+/* Map word w: its pooled spans taken out of every map while the pages of
+ * entries that only they cover go back, then put back. A first look
+ * without taking: most words' entries went back already, or hold a span
+ * with pages. */
+static void entries_word(size_t w, unsigned per) {
+  static uint64_t x[MAX_STRIPES][POOL_ORDERS]; /* under purge_lock, off a thread's stack */
+  bool any = false;
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      any |= (x[s][o] = atomic_load_explicit(&maps[s][o].bits[w], ACQ)) != 0;
+  if (!any || !entry_pages(w, (const uint64_t(*)[POOL_ORDERS])x, per)) return;
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      if (x[s][o]) x[s][o] = atomic_exchange_explicit(&maps[s][o].bits[w], 0, SEQ);
+  /* what the take holds now: a span popped since the look leaves its slots
+   * uncovered, and none of these can be popped or purged meanwhile */
+  uint64_t pages = entry_pages(w, (const uint64_t(*)[POOL_ORDERS])x, per);
+  while (pages) { /* each stretch of pages in one call */
+    unsigned a = (unsigned)__builtin_ctzll(pages);
+    uint64_t holes = ~(pages >> a);
+    unsigned b = a + (holes ? (unsigned)__builtin_ctzll(holes) : 64 - a);
+    arena_entries_release(w * 64 + a, w * 64 + b);
+    pages = b < 64 ? pages & (~(uint64_t)0 << b) : 0;
+  }
+  for (unsigned s = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      if (x[s][o]) map_put_bits(&maps[s][o], w, x[s][o]);
+}
+
+/* Every word of the maps, under purge_lock. Not with RILL_COMMIT (a
+ * decommitted stretch is marked in its spans' entries), nor where a page of
+ * entries covers more slots than a map word (pages over 16 KiB). */
+static void entries_release(void) {
+  unsigned per = (unsigned)(rill_arena.page / sizeof(span_t));
+  if (rill_opt.commit_demand || !per || per > 64 || 64 % per) return;
+  size_t nw = map_words();
+  for (size_t sw = 0; sw * 64 < nw; sw++)
+    for (uint64_t marks = maps_marks(sw); marks; marks &= marks - 1)
+      entries_word(sw * 64 + (unsigned)__builtin_ctzll(marks), per);
+}
+
+/* The purger, after each pass: a program whose pool never settles (spans
+ * keep coming with pages) gives its long-purged spans' entries back too,
+ * once every four delays (100 ms at least). Only the purger calls it. */
+void pool_entries_tick(uint64_t now) {
+  static uint64_t next;
+  if (now < next) return;
+  uint64_t every = 4 * (uint64_t)rill_opt.purge_delay;
+  next = now + (every > 100 ? every : 100);
+  if (!spin_trylock(&purge_lock)) return;
+  entries_release();
+  spin_unlock(&purge_lock);
+}
+
 /* ---- the background purger's view (purger.c) ---------------------------- */
 /* `waiting` is 1 while some pooled span may still hold pages. pool_put
  * raises it; once a purger watches, the 0 -> 1 change wakes it: one futex
@@ -724,6 +844,7 @@ void pool_settle(void) {
   spin_lock(&purge_lock);
   uint64_t now = os_now_ms();
   purge_pass((uint32_t)(now - rill_opt.purge_delay), true, now + PASS_MS, &left);
+  if (!left) entries_release(); /* settled: the pool holds no pages, so its entries go */
   spin_unlock(&purge_lock);
   if (left) atomic_store_explicit(&waiting, 1, RLX);
 }
@@ -766,7 +887,7 @@ static span_t *pool_pop(unsigned order, unsigned stripe) {
   span_t *sp = map_pop(&maps[stripe][order]);
   for (unsigned i = 1; !sp && i < rill_arena.stripes; i++)
     sp = map_pop(&maps[(stripe + i) % rill_arena.stripes][order]);
-  return sp;
+  return sp ? pooled_restore(sp, order) : NULL;
 }
 
 /* A never-used span for a heap, cut from the heap's own chunk of the arena.
@@ -857,7 +978,7 @@ static span_t *map_take_at(size_t i) {
       map_t *mp = &maps[s][o];
       if (!(atomic_load_explicit(&mp->bits[w], RLX) & BIT(i))) continue;
       if (!(map_clear(mp, w, BIT(i)) & BIT(i))) return NULL;
-      span_t *sp = span_of_index(i);
+      span_t *sp = pooled_restore(span_of_index(i), o);
       return pool_writable(mp, sp) ? sp : NULL;
     }
   return NULL;
@@ -889,7 +1010,7 @@ static bool pooled_resident(size_t i, size_t *n) {
   const span_t *sp = span_of_index(i);
   uint32_t k = span_nslots(sp);
   *n = k ? k : 1;
-  return __atomic_load_n(&sp->stamp, __ATOMIC_RELAXED) != UINT32_MAX &&
+  return k && __atomic_load_n(&sp->stamp, __ATOMIC_RELAXED) != UINT32_MAX &&
          !atomic_load_explicit(&sp->gone_n, RLX);
 }
 
@@ -947,11 +1068,7 @@ static void spill_scan(size_t w, size_t end, size_t want, uint32_t home, size_t 
   uint64_t carry = 0;
   for (; w < end && *got < want; w++) {
     if (!in && !carry && w % 64 == 0 && w + 64 <= end) { /* 64 words no map marks */
-      uint64_t any = 0;
-      for (unsigned s = 0; s < rill_arena.stripes; s++)
-        for (unsigned o = 0; o < POOL_ORDERS; o++)
-          any |= atomic_load_explicit(&maps[s][o].sum[w / 64], RLX);
-      if (!any) {
+      if (!maps_marks(w / 64)) {
         w += 63;
         continue;
       }
@@ -1096,6 +1213,7 @@ size_t pool_purge(void) {
   size_t left;
   spin_lock(&purge_lock);
   size_t n = purge_pass((uint32_t)os_now_ms() + 1, false, 0, &left); /* not lazy: all batches */
+  entries_release();
   spin_unlock(&purge_lock);
   return n;
 }

@@ -52,6 +52,7 @@ static void *purger_main(void *arg) {
       os_wait_ms(&kicked, atomic_load_explicit(&kicked, RLX), 1);
       left = pool_purge_more();
     }
+    if (left) pool_entries_tick(os_now_ms()); /* settling gives them back otherwise */
     if (left == 0) {
       /* before sleeping, the lists of owners idle since that pass turned the
        * beat: nothing wakes this thread for what they hold */

@@ -27,8 +27,10 @@ static void walk_spans(span_fn fn, void *ctx) {
       continue;
     }
     span_t *sp = span_of_index(i);
+    uint32_t n = span_nslots(sp);
     uint64_t x = atomic_load_explicit(&sp->xf, RLX), used = 0;
-    unsigned st = XF_STATE(x);
+    /* no slots: a pooled span whose entry went back (pool.c), no pages */
+    unsigned st = n ? XF_STATE(x) : ST_FREE;
     if (st != ST_FREE) {
       used = st == ST_ATTACHED || st == ST_LISTED ? used_get(sp)
                                                   : atomic_load_explicit(&sp->fused, RLX);
@@ -36,7 +38,7 @@ static void walk_spans(span_fn fn, void *ctx) {
       used = used > pend ? used - pend : 0;
     }
     fn(sp, rill_arena.base + (i << SLOT_SHIFT), st, used, ctx);
-    uint32_t n = span_nslots(sp);
+    n = span_nslots(sp);
     i += n ? n : 1; /* a run split or merged meanwhile */
   }
 }
