@@ -803,6 +803,24 @@ void pool_entries_tick(uint64_t now) {
   spin_unlock(&purge_lock);
 }
 
+/* ---- huge pages split once the program is idle (RILL_HUGEPAGES) ----------
+ * Timed passes give back whole huge pages only, so a 2 MiB page that some
+ * live span or run shares with pooled spans stays resident whole while
+ * they wait: eight idle workers of a pool (bench_idle -t 8 -k) kept 21 huge
+ * pages, 43 MiB, of which the live part was a few spans each. Once the
+ * pool settles (the purger found nothing younger than the delay to wait
+ * for) the program has been idle a delay, and that is the reason to split
+ * them: what is due goes back page by page, as rill_collect's pass does.
+ * The kernel may gather them into a huge page again (khugepaged) once the
+ * program fills them. Caller holds purge_lock. */
+static void settle_split(uint32_t cutoff) {
+  size_t left, runs_left;
+  bool cut;
+  size_t bytes = maps_purge(cutoff, false, SIZE_MAX, &left);
+  bytes += runs_purge(cutoff, false, 0, &runs_left, &cut);
+  atomic_fetch_add_explicit(&purged_bytes, bytes, RLX);
+}
+
 /* ---- the background purger's view (purger.c) ---------------------------- */
 /* `waiting` is 1 while some pooled span may still hold pages. pool_put
  * raises it; once a purger watches, the 0 -> 1 change wakes it: one futex
@@ -843,8 +861,12 @@ void pool_settle(void) {
   size_t left;
   spin_lock(&purge_lock);
   uint64_t now = os_now_ms();
-  purge_pass((uint32_t)(now - rill_opt.purge_delay), true, now + PASS_MS, &left);
-  if (!left) entries_release(); /* settled: the pool holds no pages, so its entries go */
+  uint32_t cutoff = (uint32_t)(now - rill_opt.purge_delay);
+  purge_pass(cutoff, true, now + PASS_MS, &left);
+  if (!left) { /* settled: nothing freed in the last delay holds pages */
+    if (rill_opt.hugepages) settle_split(cutoff);
+    entries_release(); /* and the pooled spans' entries go */
+  }
   spin_unlock(&purge_lock);
   if (left) atomic_store_explicit(&waiting, 1, RLX);
 }
