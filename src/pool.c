@@ -178,6 +178,12 @@ static inline bool pooled_gone(const span_t *sp) {
   return span_nslots(sp) == 0;
 }
 
+/* A pooled span that holds pages: not purged (nor its entry gone), and not
+ * never-used or zero (`fresh`). */
+static inline bool pooled_pages(const span_t *sp) {
+  return !pooled_gone(sp) && !sp->fresh && sp->stamp != UINT32_MAX;
+}
+
 /* A span just taken from the map of its order: its entry written again if
  * it went back. */
 static span_t *pooled_restore(span_t *sp, unsigned order) {
@@ -422,9 +428,9 @@ static size_t maps_purge(uint32_t cutoff, bool lazy, size_t budget, size_t *left
           uint64_t x = atomic_exchange_explicit(&mp->bits[w], 0, SEQ), keep = 0;
           for (; x; x &= ~top_bit(x)) {
             span_t *sp = span_of_index(w * 64 + (unsigned)(63 - __builtin_clzll(x)));
-            if (got >= budget || pooled_gone(sp) || sp->fresh || sp->stamp == UINT32_MAX ||
-                (int32_t)(sp->stamp - cutoff) > 0) {
-              if (!pooled_gone(sp) && !sp->fresh && sp->stamp != UINT32_MAX) ++*left;
+            bool pages = pooled_pages(sp);
+            if (got >= budget || !pages || (int32_t)(sp->stamp - cutoff) > 0) {
+              if (pages) ++*left;
               keep |= top_bit(x);
             } else {
               got += (size_t)1 << o;
