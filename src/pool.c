@@ -15,8 +15,8 @@
  * 64 bitmap words marks the words that may hold bits, so a pop reads a few
  * words, not the whole map. Both levels change by atomic and/or only. */
 typedef struct {
-  _Alignas(64) _Atomic uint64_t *bits; /* one bit per slot */
-  _Atomic uint64_t *sum;               /* one bit per word of `bits` */
+  _Alignas(64) _Atomic uint64_t *bits; /* one bit per slot: the map's first line */
+  _Atomic uint64_t *sum;               /* one bit per word of `bits`: its first line */
   /* Spans in the map, give or take those in flight: an empty map costs a
    * get one load, not a scan, however many stripes it tries. */
   _Atomic int64_t n;
@@ -30,20 +30,47 @@ static map_t maps[MAX_STRIPES][POOL_ORDERS];
 #define SEQ    memory_order_seq_cst
 #define BIT(i) ((uint64_t)1 << ((i)&63))
 
-static void *maps_mem; /* all the maps, in one mapping */
-static size_t maps_bytes;
-static size_t maps_done; /* slots whose map words are usable (os_commit_grow) */
+/* The maps interleave by cache line: the first line (8 words, 512 slots,
+ * 8 MiB of 16 KiB slots) of every map, then every map's second line, and so
+ * on; the summary words likewise, after them. Each map had a stretch of its
+ * own (8 MiB for a 1 TiB arena), and each stretch's used part was a page, a
+ * page-table page and two entries of the memory map of its own: 22 maps,
+ * 44 pages resident (a small program pays 176 KiB for them, a few lines
+ * used in each), 44 more entries that every fork copies (docs/benchmarks.md,
+ * "What a fork costs"). Interleaved, every map's words for a slot lie
+ * together, in one mapping whose used part grows with the arena; a line
+ * still belongs to one map, so stripes share no line. */
+#define MAP_LINE 8
+static size_t map_stride;          /* words from one line of a map to its next */
+static void *maps_mem;             /* all the maps, in one mapping */
+static size_t maps_bytes, sums_at; /* the summary words' offset in it */
+static size_t maps_done;           /* slots whose map words are usable (os_commit_grow) */
 
-/* Every map's words for slots up to `slots` usable (a page of
- * a map's bits covers 512 MiB of arena, so this is rarely a system call). */
+static inline _Atomic uint64_t *map_bits(const map_t *mp, size_t w) {
+  return mp->bits + (w / MAP_LINE) * map_stride + w % MAP_LINE;
+}
+static inline _Atomic uint64_t *map_sum(const map_t *mp, size_t sw) {
+  return mp->sum + (sw / MAP_LINE) * map_stride + sw % MAP_LINE;
+}
+/* Bytes of the bits (and of the summary words) that slots below `slots` use. */
+static inline size_t maps_bits_bytes(size_t slots) {
+  size_t w = (slots + 63) / 64;
+  return (w + MAP_LINE - 1) / MAP_LINE * map_stride * sizeof(uint64_t);
+}
+static inline size_t maps_sum_bytes(size_t slots) {
+  size_t sw = ((slots + 63) / 64 + 63) / 64;
+  return (sw + MAP_LINE - 1) / MAP_LINE * map_stride * sizeof(uint64_t);
+}
+
+/* Every map's words for slots up to `slots` usable: one call for the bits
+ * and one for the summary words (a page of bits holds about three lines of
+ * each of 22 maps, 24 MiB of arena; os_commit_grow makes no call within a
+ * page it made usable before). */
 static bool maps_commit(size_t slots) {
-  size_t w0 = (maps_done + 63) / 64, w1 = (slots + 63) / 64;
-  size_t s0 = (w0 + 63) / 64, s1 = (w1 + 63) / 64, u = sizeof(uint64_t);
-  for (unsigned s = 0; s < rill_arena.stripes; s++)
-    for (unsigned o = 0; o < POOL_ORDERS; o++)
-      if (!os_commit_grow((void *)maps[s][o].bits, w0 * u, w1 * u) ||
-          !os_commit_grow((void *)maps[s][o].sum, s0 * u, s1 * u))
-        return false;
+  char *m = maps_mem;
+  if (!os_commit_grow(m, maps_bits_bytes(maps_done), maps_bits_bytes(slots)) ||
+      !os_commit_grow(m + sums_at, maps_sum_bytes(maps_done), maps_sum_bytes(slots)))
+    return false;
   maps_done = slots;
   return true;
 }
@@ -51,13 +78,9 @@ static bool maps_commit(size_t slots) {
 /* arena_fit: every map's words past `slots` (of `old`) go back; no span is
  * pooled there, and map_words stops at the bound below them. */
 static void maps_fit(size_t slots, size_t old) {
-  size_t w0 = (slots + 63) / 64, w1 = (old + 63) / 64, u = sizeof(uint64_t);
-  size_t s0 = (w0 + 63) / 64, s1 = (w1 + 63) / 64;
-  for (unsigned s = 0; s < rill_arena.stripes; s++)
-    for (unsigned o = 0; o < POOL_ORDERS; o++) {
-      os_give_back((void *)maps[s][o].bits, w0 * u, w1 * u);
-      os_give_back((void *)maps[s][o].sum, s0 * u, s1 * u);
-    }
+  char *m = maps_mem;
+  os_give_back(m, maps_bits_bytes(slots), maps_bits_bytes(old));
+  os_give_back(m + sums_at, maps_sum_bytes(slots), maps_sum_bytes(old));
   if (maps_done > slots) maps_done = slots;
 }
 
@@ -66,17 +89,20 @@ static void maps_fit(size_t slots, size_t old) {
  * arena (pool_release). */
 bool pool_init(void) {
   if (rill_arena.min_order >= POOL_ORDERS) return false; /* pages over 128 KiB */
-  size_t words = (rill_arena.max_slots + 63) / 64, swords = (words + 63) / 64;
-  size_t pg = rill_arena.page, per = ((words + swords) * sizeof(uint64_t) + pg - 1) & ~(pg - 1);
-  size_t n = (size_t)POOL_ORDERS * rill_arena.stripes;
-  char *mem = os_reserve(per * n);
+  size_t pg = rill_arena.page, n = (size_t)POOL_ORDERS * rill_arena.stripes;
+  map_stride = n * MAP_LINE;
+  sums_at = (maps_bits_bytes(rill_arena.max_slots) + pg - 1) & ~(pg - 1);
+  size_t bytes = sums_at + ((maps_sum_bytes(rill_arena.max_slots) + pg - 1) & ~(pg - 1));
+  char *mem = os_reserve(bytes);
   if (!mem) return false;
   maps_mem = mem;
-  maps_bytes = per * n;
-  for (unsigned o = 0; o < POOL_ORDERS; o++)
-    for (unsigned s = 0; s < rill_arena.stripes; s++, mem += per) {
-      maps[s][o].bits = (_Atomic uint64_t *)(void *)mem;
-      maps[s][o].sum = maps[s][o].bits + words;
+  maps_bytes = bytes;
+  /* stripe-major, as the lines go: a process with few CPUs uses the first */
+  for (unsigned s = 0, m = 0; s < rill_arena.stripes; s++)
+    for (unsigned o = 0; o < POOL_ORDERS; o++, m++) {
+      maps[s][o].bits = (_Atomic uint64_t *)(void *)(mem + (size_t)m * MAP_LINE * sizeof(uint64_t));
+      maps[s][o].sum =
+          (_Atomic uint64_t *)(void *)(mem + sums_at + (size_t)m * MAP_LINE * sizeof(uint64_t));
     }
   maps_done = 0;
   if (arena_track(maps_commit, maps_fit)) return true;
@@ -94,15 +120,15 @@ void pool_release(void) {
  * clearer below rechecks the word after clearing it: with both sequentially
  * consistent, a word with bits never stays unmarked. */
 static void map_put_bits(map_t *mp, size_t w, uint64_t m) {
-  atomic_fetch_or_explicit(&mp->bits[w], m, SEQ);
-  if (!(atomic_load_explicit(&mp->sum[w / 64], SEQ) & BIT(w)))
-    atomic_fetch_or_explicit(&mp->sum[w / 64], BIT(w), SEQ);
+  atomic_fetch_or_explicit(map_bits(mp, w), m, SEQ);
+  if (!(atomic_load_explicit(map_sum(mp, w / 64), SEQ) & BIT(w)))
+    atomic_fetch_or_explicit(map_sum(mp, w / 64), BIT(w), SEQ);
 }
 
 static void map_unmark(map_t *mp, size_t w) {
-  atomic_fetch_and_explicit(&mp->sum[w / 64], ~BIT(w), SEQ);
-  if (atomic_load_explicit(&mp->bits[w], SEQ))
-    atomic_fetch_or_explicit(&mp->sum[w / 64], BIT(w), SEQ);
+  atomic_fetch_and_explicit(map_sum(mp, w / 64), ~BIT(w), SEQ);
+  if (atomic_load_explicit(map_bits(mp, w), SEQ))
+    atomic_fetch_or_explicit(map_sum(mp, w / 64), BIT(w), SEQ);
 }
 
 /* Words that may hold bits: those of slots below the bound (pooled spans lie
@@ -115,7 +141,8 @@ static inline size_t map_words(void) {
 static uint64_t maps_marks(size_t sw) {
   uint64_t m = 0;
   for (unsigned s = 0; s < rill_arena.stripes; s++)
-    for (unsigned o = 0; o < POOL_ORDERS; o++) m |= atomic_load_explicit(&maps[s][o].sum[sw], RLX);
+    for (unsigned o = 0; o < POOL_ORDERS; o++)
+      m |= atomic_load_explicit(map_sum(&maps[s][o], sw), RLX);
   return m;
 }
 
@@ -134,7 +161,7 @@ static void map_push(map_t *mp, span_t *sp) {
 /* Clears bit b of word w; if it was set, the caller has taken that span
  * and it is counted out. Returns the word before. */
 static uint64_t map_clear(map_t *mp, size_t w, uint64_t b) {
-  uint64_t old = atomic_fetch_and_explicit(&mp->bits[w], ~b, SEQ);
+  uint64_t old = atomic_fetch_and_explicit(map_bits(mp, w), ~b, SEQ);
   if (old & b) {
     if (old == b) map_unmark(mp, w);
     atomic_fetch_sub_explicit(&mp->n, 1, RLX);
@@ -147,11 +174,11 @@ static span_t *map_pop(map_t *mp) {
   if (atomic_load_explicit(&mp->n, RLX) <= 0) return NULL;
   size_t nw = map_words();
   for (size_t s = 0; s * 64 < nw; s++) {
-    uint64_t sw = atomic_load_explicit(&mp->sum[s], RLX);
+    uint64_t sw = atomic_load_explicit(map_sum(mp, s), RLX);
     while (sw) {
       size_t w = s * 64 + (unsigned)__builtin_ctzll(sw);
       sw &= sw - 1;
-      uint64_t x = atomic_load_explicit(&mp->bits[w], RLX);
+      uint64_t x = atomic_load_explicit(map_bits(mp, w), RLX);
       while (x) {
         uint64_t b = x & -x, old = map_clear(mp, w, b);
         if (old & b) return span_of_index(w * 64 + (unsigned)__builtin_ctzll(b));
@@ -326,14 +353,14 @@ static void decommit_word(size_t w) {
                      * still hold pages, costs every pass a few loads, not 2 RMWs per map */
   for (unsigned s = 0; s < st; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++)
-      for (uint64_t m = atomic_load_explicit(&maps[s][o].bits[w], ACQ); m; m &= m - 1) {
+      for (uint64_t m = atomic_load_explicit(map_bits(&maps[s][o], w), ACQ); m; m &= m - 1) {
         const span_t *sp = span_of_index(w * 64 + (unsigned)__builtin_ctzll(m));
         if (gone_candidate(sp)) slots += (size_t)1 << o;
       }
   if (slots < DECOMMIT_MIN) return;
   for (unsigned s = 0; s < st; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++) {
-      x[s][o] = atomic_exchange_explicit(&maps[s][o].bits[w], 0, SEQ);
+      x[s][o] = atomic_exchange_explicit(map_bits(&maps[s][o], w), 0, SEQ);
       for (uint64_t m = x[s][o]; m && np < 64; m &= m - 1) {
         size_t i = w * 64 + (unsigned)__builtin_ctzll(m);
         span_t *sp = span_of_index(i);
@@ -421,11 +448,11 @@ static size_t maps_purge(uint32_t cutoff, bool lazy, size_t budget, size_t *left
     for (unsigned s = 0; s < rill_arena.stripes && got < budget; s++) {
       map_t *mp = &maps[s][o];
       for (size_t sw = (nw + 63) / 64; sw-- > 0 && got < budget;) {
-        uint64_t marks = atomic_load_explicit(&mp->sum[sw], RLX);
+        uint64_t marks = atomic_load_explicit(map_sum(mp, sw), RLX);
         for (; marks && got < budget; marks &= ~top_bit(marks)) {
           size_t w = sw * 64 + (unsigned)(63 - __builtin_clzll(marks));
           /* take the word's spans; those not due go back at once */
-          uint64_t x = atomic_exchange_explicit(&mp->bits[w], 0, SEQ), keep = 0;
+          uint64_t x = atomic_exchange_explicit(map_bits(mp, w), 0, SEQ), keep = 0;
           for (; x; x &= ~top_bit(x)) {
             span_t *sp = span_of_index(w * 64 + (unsigned)(63 - __builtin_clzll(x)));
             bool pages = pooled_pages(sp);
@@ -512,8 +539,9 @@ static size_t region_purge(region_t *rg, size_t rs, uint32_t cutoff) {
   for (unsigned s = 0; s < rill_arena.stripes; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++)
       for (unsigned k = 0; k < rg->nw; k++)
-        rg->x[s][o][k] =
-            rg->x[s][o][k] ? atomic_exchange_explicit(&maps[s][o].bits[rg->w0 + k], 0, SEQ) : 0;
+        rg->x[s][o][k] = rg->x[s][o][k]
+                             ? atomic_exchange_explicit(map_bits(&maps[s][o], rg->w0 + k), 0, SEQ)
+                             : 0;
   if (region_due(rg, rs, cutoff)) {
     uintptr_t a = rill_arena.base + (rs << SLOT_SHIFT), from;
     bool refused;
@@ -564,7 +592,7 @@ static size_t regions_purge(uint32_t cutoff, uint64_t until, bool *cut) {
     for (unsigned s = 0; s < rill_arena.stripes; s++)
       for (unsigned o = 0; o < POOL_ORDERS; o++)
         for (unsigned k = 0; k < rg.nw; k++)
-          any |= (rg.x[s][o][k] = atomic_load_explicit(&maps[s][o].bits[rg.w0 + k], ACQ)) != 0;
+          any |= (rg.x[s][o][k] = atomic_load_explicit(map_bits(&maps[s][o], rg.w0 + k), ACQ)) != 0;
     if (!any || !region_due(&rg, rs, cutoff)) continue;
     size_t n = region_purge(&rg, rs, cutoff);
     bytes += n;
@@ -764,11 +792,11 @@ static void entries_word(size_t w, unsigned per) {
   bool any = false;
   for (unsigned s = 0; s < rill_arena.stripes; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++)
-      any |= (x[s][o] = atomic_load_explicit(&maps[s][o].bits[w], ACQ)) != 0;
+      any |= (x[s][o] = atomic_load_explicit(map_bits(&maps[s][o], w), ACQ)) != 0;
   if (!any || !entry_pages(w, (const uint64_t(*)[POOL_ORDERS])x, per)) return;
   for (unsigned s = 0; s < rill_arena.stripes; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++)
-      if (x[s][o]) x[s][o] = atomic_exchange_explicit(&maps[s][o].bits[w], 0, SEQ);
+      if (x[s][o]) x[s][o] = atomic_exchange_explicit(map_bits(&maps[s][o], w), 0, SEQ);
   /* what the take holds now: a span popped since the look leaves its slots
    * uncovered, and none of these can be popped or purged meanwhile */
   uint64_t pages = entry_pages(w, (const uint64_t(*)[POOL_ORDERS])x, per);
@@ -1004,7 +1032,7 @@ static span_t *map_take_at(size_t i) {
   for (unsigned s = 0; s < rill_arena.stripes; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++) {
       map_t *mp = &maps[s][o];
-      if (!(atomic_load_explicit(&mp->bits[w], RLX) & BIT(i))) continue;
+      if (!(atomic_load_explicit(map_bits(mp, w), RLX) & BIT(i))) continue;
       if (!(map_clear(mp, w, BIT(i)) & BIT(i))) return NULL;
       span_t *sp = pooled_restore(span_of_index(i), o);
       return pool_writable(mp, sp) ? sp : NULL;
@@ -1019,7 +1047,7 @@ static uint64_t map_cover(size_t w, uint64_t *carry) {
   uint64_t c = *carry, next = 0;
   for (unsigned s = 0; s < rill_arena.stripes; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++) {
-      uint64_t x = atomic_load_explicit(&maps[s][o].bits[w], RLX);
+      uint64_t x = atomic_load_explicit(map_bits(&maps[s][o], w), RLX);
       if (!x) continue;
       c |= x;
       for (unsigned k = 1; k < 1u << o; k++) {

@@ -129,35 +129,42 @@ static _Atomic uint64_t *lazied;
 static unsigned young_cur;    /* the generation frees mark; under every shard lock */
 static uint32_t young_turned; /* ms of the last turn; under the pool's purge lock */
 
-enum { MAPS = 5 };        /* the bitmaps above, in one reservation */
+/* The bitmaps above, in one reservation, interleaved by cache line (as the
+ * pool's maps are): each bitmap's stretch of its own made two entries of the
+ * memory map and a page-table page per bitmap in every process, and a page
+ * resident once its first word was written. */
+enum { MAPS = 5, MAP_LINE = 8 };
+static inline _Atomic uint64_t *bword(_Atomic uint64_t *map, size_t w) {
+  return map + w / MAP_LINE * (MAPS * MAP_LINE) + w % MAP_LINE;
+}
+/* Bytes of the five bitmaps that slots below `slots` use. */
+static inline size_t bits_bytes(size_t slots) {
+  size_t w = (slots + 63) / 64;
+  return (w + MAP_LINE - 1) / MAP_LINE * (MAPS * MAP_LINE) * sizeof(uint64_t);
+}
 static size_t dirty_done; /* slots whose bits are usable (os_commit_grow) */
 static bool dirty_commit(size_t slots) {
-  size_t u = sizeof(uint64_t), from = (dirty_done + 63) / 64 * u, to = (slots + 63) / 64 * u;
-  _Atomic uint64_t *maps[MAPS] = {dirty, gone, young[0], young[1], lazied};
-  for (unsigned k = 0; k < MAPS; k++)
-    if (!os_commit_grow((void *)maps[k], from, to)) return false;
+  if (!os_commit_grow((void *)dirty, bits_bytes(dirty_done), bits_bytes(slots))) return false;
   dirty_done = slots;
   return true;
 }
 
 /* arena_fit: the bitmaps' words past `slots` (of `old`) go back. */
 static void dirty_fit(size_t slots, size_t old) {
-  size_t w0 = (slots + 63) / 64, w1 = (old + 63) / 64, u = sizeof(uint64_t);
-  _Atomic uint64_t *maps[MAPS] = {dirty, gone, young[0], young[1], lazied};
-  for (unsigned k = 0; k < MAPS; k++) os_give_back((void *)maps[k], w0 * u, w1 * u);
+  os_give_back((void *)dirty, bits_bytes(slots), bits_bytes(old));
   if (dirty_done > slots) dirty_done = slots;
 }
 
 bool runs_init(void) {
   for (unsigned k = 0; k < RUN_SHARDS; k++) shards[k].id = (uint8_t)(k + 1);
-  size_t words = (rill_arena.max_slots + 63) / 64, bytes = MAPS * words * sizeof(uint64_t);
+  size_t bytes = bits_bytes(rill_arena.max_slots);
   dirty = os_reserve(bytes);
   dirty_done = 0;
   if (dirty) {
-    gone = dirty + words;
-    young[0] = dirty + 2 * words;
-    young[1] = dirty + 3 * words;
-    lazied = dirty + 4 * words;
+    gone = dirty + MAP_LINE;
+    young[0] = dirty + 2 * MAP_LINE;
+    young[1] = dirty + 3 * MAP_LINE;
+    lazied = dirty + 4 * MAP_LINE;
   }
   if (dirty && arena_track(dirty_commit, dirty_fit)) return true;
   if (dirty) os_unmap((void *)dirty, bytes);
@@ -169,9 +176,9 @@ static void bits_mark(_Atomic uint64_t *map, size_t i, size_t n, bool on) {
     size_t b = i % 64, k = 64 - b < n ? 64 - b : n;
     uint64_t m = (k == 64 ? ~(uint64_t)0 : ((uint64_t)1 << k) - 1) << b;
     if (on)
-      atomic_fetch_or_explicit(&map[i / 64], m, RLX);
+      atomic_fetch_or_explicit(bword(map, i / 64), m, RLX);
     else
-      atomic_fetch_and_explicit(&map[i / 64], ~m, RLX);
+      atomic_fetch_and_explicit(bword(map, i / 64), ~m, RLX);
     i += k;
     n -= k;
   }
@@ -185,10 +192,11 @@ enum { AGED = 1, UNADVISED = 2 };
 static size_t scan(_Atomic uint64_t *map, size_t i, size_t end, bool on, unsigned only) {
   while (i < end) {
     size_t w = i / 64;
-    uint64_t x = atomic_load_explicit(&map[w], RLX);
+    uint64_t x = atomic_load_explicit(bword(map, w), RLX);
     if (only & AGED)
-      x &= ~(atomic_load_explicit(&young[0][w], RLX) | atomic_load_explicit(&young[1][w], RLX));
-    if (only & UNADVISED) x &= ~atomic_load_explicit(&lazied[w], RLX);
+      x &= ~(atomic_load_explicit(bword(young[0], w), RLX) |
+             atomic_load_explicit(bword(young[1], w), RLX));
+    if (only & UNADVISED) x &= ~atomic_load_explicit(bword(lazied, w), RLX);
     x = (on ? x : ~x) & (~(uint64_t)0 << (i % 64));
     if (x) {
       size_t j = (i & ~(size_t)63) + (unsigned)__builtin_ctzll(x);
@@ -1014,8 +1022,8 @@ static void young_turn(uint32_t now) {
   runs_lock_all(true); /* every shard's lock: no free marks a generation meanwhile */
   young_cur ^= 1;
   for (size_t w = 0, n = (arena_bound_slots() + 63) / 64; w < n; w++)
-    if (atomic_load_explicit(&young[young_cur][w], RLX))
-      atomic_store_explicit(&young[young_cur][w], 0, RLX);
+    if (atomic_load_explicit(bword(young[young_cur], w), RLX))
+      atomic_store_explicit(bword(young[young_cur], w), 0, RLX);
   runs_lock_all(false);
 }
 

@@ -1,7 +1,7 @@
 /* test_memory.c - proves rill gives memory back: after 500 MiB of small objects from 4
  * threads are freed and malloc_trim(0) / rill_collect(true) runs, RSS returns near its
  * start; huge blocks are unmapped, and leave RSS, the moment they are freed; spans a
- * shrunken live set no longer needs drain and leave. */
+ * shrunken live set no longer needs drain and leave; the tables keep the memory map whole. */
 #include "rill_test.h"
 
 #include <pthread.h>
@@ -349,15 +349,80 @@ static void listed_spans_drain(void) {
         got[1], need);
 }
 
+/* Anonymous mappings of the process: lines of /proc/self/maps without a
+ * path (the tables, the arena, the C library's own). */
+static int anon_mappings(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) DIE("cannot open /proc/self/maps");
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) {
+    const char *t = line;
+    for (int field = 0; field < 5 && t; field++) /* address perms offset dev inode */
+      if ((t = strchr(t, ' ')) != NULL)
+        while (*t == ' ') t++;
+    if (!t || *t == '\n' || !*t) n++;
+  }
+  fclose(f);
+  return n;
+}
+
+/* rill's tables indexed by slot must not cut the memory map into pieces:
+ * each mapping is an entry that every fork copies and every exit tears
+ * down, and vm.max_map_count caps them. The pool's 22 bitmaps (11 orders on
+ * each of two CPUs' stripes) and the runs' five each had a stretch of their
+ * own, whose used part made two entries: the library before left 42
+ * anonymous mappings here on two CPUs (22 now; glibc's malloc 4). Spans
+ * of every pool order are taken and given back on every CPU the test may
+ * run on (each CPU is a stripe), and large runs too; then the anonymous
+ * mappings are counted. Single-threaded: no thread stack, no purger. */
+static void mappings_few(void) {
+  cpu_set_t all;
+  if (sched_getaffinity(0, sizeof all, &all)) DIE("sched_getaffinity");
+  static void *v[2048];
+  for (int c = 0, cpus = 0; c < CPU_SETSIZE && cpus < 64; c++) {
+    if (!CPU_ISSET(c, &all)) continue;
+    cpus++;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    if (sched_setaffinity(0, sizeof one, &one)) continue;
+    for (size_t sz = 16; sz <= 4096; sz += sz / 4) { /* every pool order's classes */
+      for (int i = 0; i < 2048; i++) {
+        v[i] = T_malloc(sz);
+        if (!v[i]) DIE("malloc(%zu) failed", sz);
+        memset(v[i], 1, 8);
+      }
+      for (int i = 0; i < 2048; i++) T_free(v[i]);
+    }
+    for (int i = 0; i < 64; i++) { /* runs: big classes and large objects */
+      v[i] = T_malloc(20000 + (size_t)i * 20000);
+      if (!v[i]) DIE("malloc failed");
+      memset(v[i], 1, 8);
+    }
+    for (int i = 0; i < 64; i++) T_free(v[i]);
+  }
+  sched_setaffinity(0, sizeof all, &all);
+  T_trim();
+  int n = anon_mappings();
+  printf("  %-38s %d\n", "anonymous mappings after pool use", n);
+  CHECK(n <= 32,
+        "%d anonymous mappings after spans of every order came and went on every CPU: "
+        "rill's tables cut the memory map into pieces (at most 32 expected)",
+        n);
+}
+
 int main(int argc, char **argv) {
-  bool share = false;
+  bool share = false, mappings = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--mib") && i + 1 < argc)
       total_bytes = (size_t)strtoul(argv[++i], NULL, 0) * MiB;
     else if (!strcmp(argv[i], "--share"))
       share = true;
+    else if (!strcmp(argv[i], "--mappings"))
+      mappings = true;
     else
-      DIE("usage: test_memory [--mib N] [--share]");
+      DIE("usage: test_memory [--mib N] [--share] [--mappings]");
   }
   setvbuf(stdout, NULL, _IONBF, 0);
   /* big_classes_share and pool_address_order each need an arena whose
@@ -369,6 +434,10 @@ int main(int argc, char **argv) {
   if (share) {
     big_classes_share();
     return t_finish("test_memory --share");
+  }
+  if (mappings) { /* a process of its own: no other test's threads or stacks */
+    mappings_few();
+    return t_finish("test_memory --mappings");
   }
   pool_address_order();
   first_blocks_touch_little();
