@@ -301,6 +301,11 @@ def suite(mode: str, sweep_threads: int) -> list[Spec]:
         # (an allocator that starts a thread from such a free hangs: a timeout here)
         Spec("crowd", "crowd", ["-b", "64"], "LKmalloc sec. 4 (thread independence)",
              threads=[int(pick("500", "2000"))], timeout=60, geomean=False),
+        # a small program that forks and waits for children that allocate a little and exit:
+        # shells, build tools, pre-forking servers; with 4 threads holding working sets
+        Spec("fork", "fork", ["-n", pick("200", "2000"), "-b", "100"],
+             "LKmalloc sec. 3 (servers); what a fork costs a small program", threads=[1, 4],
+             geomean=False),
         Spec("churn", "churn", ["-n", pick("4000", "100000")], "scalloc sec. 3.3, 7.7",
              threads=[1], modes=(), reps=1, timeout=300),
     ]
