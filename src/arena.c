@@ -594,14 +594,6 @@ void arena_fork_prepare(void) {
   fork_hold(&cover_lock);
   fork_hold(&gap_lock);
 }
-void arena_fork_parent(void) {
-  fork_release(&gap_lock);
-  fork_release(&cover_lock);
-}
-void arena_fork_child(void) {
-  atomic_store_explicit(&gap_lock, 0, RLX);
-  atomic_store_explicit(&cover_lock, 0, RLX);
-}
 
 /* The arena, full, reserves more address space right above its end, so
  * that slots up to `end` exist: what `end` needs, in whole largest spans,

@@ -2079,32 +2079,19 @@ void *large_alloc_moved(heap_t *h, size_t n) {
 /* ---- fork --------------------------------------------------------------- */
 /* Every heap's list lock is held across fork, so no list is caught half
  * unlinked in the child; a free in the child may claim a span of any heap. */
-/* The heaps fork_prepare held: a heap another thread creates meanwhile has
- * a lock that thread may hold, which fork_parent must not let go. */
-static uint32_t fork_heaps;
-static void heaps_fork_all(bool hold) {
-  if (hold) {
-    fork_heaps = heap_count();
-    if (fork_heaps > max_heaps) fork_heaps = max_heaps;
-  }
-  void (*op)(_Atomic int *) = hold ? fork_hold : fork_release;
-  /* hot locks first: an owner takes its hot lock, then list locks */
-  for (uint32_t i = 0; i < fork_heaps; i++) op(&heaps[i].hot_lock);
-  for (uint32_t i = 0; i < fork_heaps; i++) op(&heaps[i].lock);
-  for (unsigned k = 0; k < SHARED_N; k++) op(&shared[k].lock);
-  op(&orphanage.lock);
-}
+/* The heaps whose locks fork_prepare holds; one another thread creates
+ * meanwhile has a lock that thread may hold, which is left alone. */
 void heap_fork_prepare(void) {
   for (unsigned k = 0; k < SHARED_N; k++) fork_hold(&shared_lock[k]);
-  heaps_fork_all(true);
-}
-void heap_fork_parent(void) {
-  heaps_fork_all(false);
-  for (unsigned k = 0; k < SHARED_N; k++) fork_release(&shared_lock[k]);
+  uint32_t n = heap_count();
+  if (n > max_heaps) n = max_heaps;
+  /* hot locks first: an owner takes its hot lock, then list locks */
+  for (uint32_t i = 0; i < n; i++) fork_hold(&heaps[i].hot_lock);
+  for (uint32_t i = 0; i < n; i++) fork_hold(&heaps[i].lock);
+  for (unsigned k = 0; k < SHARED_N; k++) fork_hold(&shared[k].lock);
+  fork_hold(&orphanage.lock);
 }
 void heap_fork_child(void) {
-  heaps_fork_all(false);
-  for (unsigned k = 0; k < SHARED_N; k++) atomic_store_explicit(&shared_lock[k], 0, RLX);
   /* the forking thread has a new id here: lending looks it up by id (a
    * pre-forked server's worker waits in its event loop) */
   heap_t *h = rill_tls;

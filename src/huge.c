@@ -188,9 +188,3 @@ uint64_t huge_bytes(void) {
 void huge_fork_prepare(void) {
   for (int i = 0; i < SHARDS; i++) fork_hold(&shards[i].lock);
 }
-void huge_fork_parent(void) {
-  for (int i = 0; i < SHARDS; i++) fork_release(&shards[i].lock);
-}
-void huge_fork_child(void) {
-  for (int i = 0; i < SHARDS; i++) atomic_store_explicit(&shards[i].lock, 0, RLX);
-}

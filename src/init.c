@@ -221,6 +221,7 @@ static void thread_exit(void *v) {
 }
 
 _Atomic uintptr_t rill_forker;
+_Atomic unsigned rill_fork_gen;
 
 static void fork_prepare(void) {
   atomic_store_explicit(&rill_forker, (uintptr_t)&rill_tls, RLX);
@@ -230,21 +231,16 @@ static void fork_prepare(void) {
   pool_fork_prepare();
   arena_fork_prepare();
 }
+/* Both let go of every lock fork_prepare holds at once (fork_locks_release,
+ * internal.h): no lock's page is written, so neither process copies it. */
 static void fork_parent(void) {
-  arena_fork_parent();
-  pool_fork_parent();
-  huge_fork_parent();
-  heap_fork_parent();
-  fork_release(&init_lock);
+  fork_locks_release();
   atomic_store_explicit(&rill_forker, 0, RLX);
 }
 static void fork_child(void) {
-  arena_fork_child();
-  pool_fork_child();
-  huge_fork_child();
   heap_fork_child();
   purger_fork_child();
-  atomic_store_explicit(&init_lock, 0, RLX);
+  fork_locks_release();
   atomic_store_explicit(&rill_forker, 0, RLX);
 }
 
@@ -256,7 +252,7 @@ static void fork_child(void) {
  * have allocated, and release them before their child and parent handlers
  * run. Handlers registered earlier still (a library constructor that ran
  * first) may allocate in between: the forking thread re-enters the locks it
- * holds (LOCK_FORK, internal.h). The flag is set before the call, which may
+ * holds (LOCK_MARK, internal.h). The flag is set before the call, which may
  * itself allocate. */
 static _Atomic int fork_registered;
 static void fork_register(void) {

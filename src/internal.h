@@ -434,8 +434,6 @@ bool arena_huge(uintptr_t lo, uintptr_t hi) INTERNAL;
 #define DECOMMIT_MIN 32
 span_t *arena_span(size_t first, unsigned order) INTERNAL;
 void arena_fork_prepare(void) INTERNAL;
-void arena_fork_parent(void) INTERNAL;
-void arena_fork_child(void) INTERNAL;
 bool os_purge(void *p, size_t n) INTERNAL;
 bool os_purge_lazy(void *p, size_t n) INTERNAL;
 uint64_t os_now_ms(void) INTERNAL;
@@ -494,8 +492,6 @@ bool pool_waiting(void) INTERNAL;
 void pool_wait_pages(void) INTERNAL;
 void pool_settle(void) INTERNAL;
 void pool_fork_prepare(void) INTERNAL;
-void pool_fork_parent(void) INTERNAL;
-void pool_fork_child(void) INTERNAL;
 
 /* ---- large runs (runs.c): spans of any length for large objects --------- */
 bool runs_init(void) INTERNAL;
@@ -524,8 +520,6 @@ size_t runs_purge(uint32_t cutoff, bool lazy, uint64_t until, size_t *left, bool
 size_t runs_purge_stale(uint32_t cutoff) INTERNAL;
 size_t runs_purge_some(size_t slots, uint32_t cutoff) INTERNAL;
 void runs_fork_prepare(void) INTERNAL;
-void runs_fork_parent(void) INTERNAL;
-void runs_fork_child(void) INTERNAL;
 
 /* ---- background purger (purger.c), RILL_PURGE_THREAD ------------------ */
 enum { PURGE_THREAD_AUTO = 0, PURGE_THREAD_OFF = 1, PURGE_THREAD_ON = 2 }; /* the option */
@@ -743,7 +737,6 @@ bool heap_module_init(size_t budget) INTERNAL;
 void heap_fit(size_t limit) INTERNAL; /* limits.c: the program lowered RLIMIT_AS/DATA */
 heap_t *heap_new_variant(void) INTERNAL;
 void heap_fork_prepare(void) INTERNAL;
-void heap_fork_parent(void) INTERNAL;
 void heap_fork_child(void) INTERNAL;
 
 /* ---- huge objects (huge.c) --------------------------------------------- */
@@ -753,8 +746,6 @@ size_t huge_usable(const void *p) INTERNAL;
 bool huge_realloc(void *p, size_t n, void **out) INTERNAL;
 uint64_t huge_bytes(void) INTERNAL;
 void huge_fork_prepare(void) INTERNAL;
-void huge_fork_parent(void) INTERNAL;
-void huge_fork_child(void) INTERNAL;
 
 /* ---- start-up, options, errors (init.c) -------------------------------- */
 enum { SHOW_NONE, SHOW_TOTALS, SHOW_CLASSES }; /* RILL_SHOW_STATS */
@@ -787,48 +778,66 @@ static inline void cpu_relax(void) {
 #endif
 }
 int sched_yield(void);
-/* Across fork, fork_prepare (init.c) holds every rill lock and marks it
- * LOCK_FORK, and fork_parent or fork_child lets go. glibc runs the fork
- * handlers that other code registered before rill's in between, prepare
- * handlers after rill's and parent and child handlers before, and those may
- * allocate (glibc's own malloc takes its locks after every handler); so the
- * forking thread, rill_forker, may enter a LOCK_FORK lock again, and its
+/* Across fork, fork_prepare (init.c) holds every rill lock and marks it with
+ * the fork's generation; fork_parent and fork_child let them all go at once
+ * by starting the next generation (fork_locks_release), and the next
+ * spin_lock of a lock still marked with an older one takes it from the mark.
+ * Letting go of each lock wrote its page in both processes right after the
+ * fork, while the two still shared it, so each write copied the page: 13
+ * pages on each side in a one-thread program, two more per thread's heap
+ * (docs/benchmarks.md, "What a fork costs"). Every fork marks every lock
+ * again, so no mark outlives the next fork, and generations never wrap into
+ * a mark still standing. glibc runs the fork handlers that other code
+ * registered before rill's in between, prepare handlers after rill's and
+ * parent and child handlers before, and those may allocate (glibc's own
+ * malloc takes its locks after every handler); so the forking thread,
+ * rill_forker, may enter a lock marked with the running fork again, and its
  * unlock leaves the lock held. Nothing else is ever entered twice. */
-#define LOCK_FORK 2
-extern _Atomic uintptr_t rill_forker INTERNAL; /* &rill_tls of the forking thread, or 0 */
-static inline bool fork_reentry(int seen) {
-  return seen == LOCK_FORK && atomic_load_explicit(&rill_forker, RLX) == (uintptr_t)&rill_tls;
+extern _Atomic unsigned rill_fork_gen INTERNAL;
+extern _Atomic uintptr_t rill_forker INTERNAL;        /* &rill_tls of the forking thread, or 0 */
+#define LOCK_MARK(gen) (2 + (int)((gen)&0x3fffffffu)) /* 0 free, 1 held, 2 and up marked */
+/* A mark of a fork gone by: the lock is free. Acquire: what the forking
+ * thread wrote under the lock happened before its handler's release. */
+static inline bool lock_stale(int seen) {
+  return seen >= 2 && seen != LOCK_MARK(atomic_load_explicit(&rill_fork_gen, ACQ));
 }
-/* spin lock for rare paths (start-up, huge registry); yields when a holder
- * was preempted, since benchmarks run more threads than cores */
+static inline bool fork_reentry(int seen) {
+  return seen >= 2 && atomic_load_explicit(&rill_forker, RLX) == (uintptr_t)&rill_tls &&
+         seen == LOCK_MARK(atomic_load_explicit(&rill_fork_gen, RLX));
+}
 static inline void spin_lock(_Atomic int *l) {
   int seen = 0;
   for (unsigned spins = 0; !atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX);
        spins++) {
-    if (fork_reentry(seen)) return;
-    while ((seen = atomic_load_explicit(l, RLX)) != 0) {
+    /* read until it looks free: 0, or a past fork's mark, which the next
+     * compare-and-swap expects */
+    while (seen != 0 && !lock_stale(seen)) {
       if (fork_reentry(seen)) return;
       if (++spins > 64)
         sched_yield();
       else
         cpu_relax();
+      seen = atomic_load_explicit(l, RLX);
     }
   }
 }
 static inline bool spin_trylock(_Atomic int *l) {
   int seen = 0;
-  return atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX) || fork_reentry(seen);
+  if (atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX)) return true;
+  if (lock_stale(seen)) return atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX);
+  return fork_reentry(seen);
 }
 static inline void spin_unlock(_Atomic int *l) {
-  if (__builtin_expect(atomic_load_explicit(l, RLX) == LOCK_FORK, 0)) return; /* see above */
+  if (__builtin_expect(atomic_load_explicit(l, RLX) >= 2, 0)) return; /* see above */
   atomic_store_explicit(l, 0, REL);
 }
 static inline void fork_hold(_Atomic int *l) {
   spin_lock(l);
-  atomic_store_explicit(l, LOCK_FORK, RLX);
+  atomic_store_explicit(l, LOCK_MARK(atomic_load_explicit(&rill_fork_gen, RLX)), RLX);
 }
-static inline void fork_release(_Atomic int *l) {
-  atomic_store_explicit(l, 0, REL);
+/* Every lock fork_hold marked, let go: one store, on one page. */
+static inline void fork_locks_release(void) {
+  atomic_store_explicit(&rill_fork_gen, atomic_load_explicit(&rill_fork_gen, RLX) + 1, REL);
 }
 /* Test builds (-DRILL_RACE_WINDOWS) yield at points where another thread
  * may claim, pool or reformat the span in hand (span_attach, span_collect,

@@ -913,14 +913,6 @@ void pool_fork_prepare(void) {
   fork_hold(&purge_lock);
   runs_fork_prepare();
 }
-void pool_fork_parent(void) {
-  runs_fork_parent();
-  fork_release(&purge_lock);
-}
-void pool_fork_child(void) {
-  runs_fork_child();
-  atomic_store_explicit(&purge_lock, 0, RLX);
-}
 
 uint64_t pool_purged_bytes(void) {
   return atomic_load_explicit(&purged_bytes, RLX);

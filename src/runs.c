@@ -1293,9 +1293,3 @@ size_t runs_purge_some(size_t slots, uint32_t cutoff) {
 void runs_fork_prepare(void) {
   for (unsigned k = 0; k < RUN_SHARDS; k++) fork_hold(&shards[k].lock);
 }
-void runs_fork_parent(void) {
-  for (unsigned k = 0; k < RUN_SHARDS; k++) fork_release(&shards[k].lock);
-}
-void runs_fork_child(void) {
-  for (unsigned k = 0; k < RUN_SHARDS; k++) atomic_store_explicit(&shards[k].lock, 0, RLX);
-}
