@@ -86,6 +86,12 @@ static _Atomic uint64_t heaps_free;  /* tagged stack of recycled ids: id+1 | tag
  * threads starting at once rarely meets the lock and the system call. */
 static _Atomic uint32_t heaps_usable;
 static _Atomic int heaps_commit_lock;
+/* Held from a fresh record's id to the end of its reset, and by fork_prepare
+ * before it counts the heaps whose locks it holds. A record handed out
+ * after the count had its locks taken by its thread across the fork: the
+ * child, which has no such thread, inherited them held, and its own next
+ * fork waited on them for good (test_fork --nested; two forks in three). */
+static _Atomic int heaps_new_lock;
 #define HEAPS_STEP        16u
 #define HEAPS_STEP_MAPPED 256u
 
@@ -301,10 +307,15 @@ static heap_t *heap_new(void) {
       return h;
     }
   }
+  spin_lock(&heaps_new_lock);
   uint32_t id = atomic_fetch_add_explicit(&heaps_top, 1, RLX);
-  if (id >= __atomic_load_n(&max_heaps, __ATOMIC_RELAXED) || !heaps_commit(id)) return NULL;
-  heap_reset(&heaps[id], id);
-  return &heaps[id];
+  heap_t *h = NULL;
+  if (id < __atomic_load_n(&max_heaps, __ATOMIC_RELAXED) && heaps_commit(id)) {
+    h = &heaps[id];
+    heap_reset(h, id);
+  }
+  spin_unlock(&heaps_new_lock);
+  return h;
 }
 
 static void heap_recycle(heap_t *h) {
@@ -2079,10 +2090,14 @@ void *large_alloc_moved(heap_t *h, size_t n) {
 /* ---- fork --------------------------------------------------------------- */
 /* Every heap's list lock is held across fork, so no list is caught half
  * unlinked in the child; a free in the child may claim a span of any heap. */
-/* The heaps whose locks fork_prepare holds; one another thread creates
- * meanwhile has a lock that thread may hold, which is left alone. */
+/* The heaps whose locks fork_prepare holds: every record handed out, since
+ * none is handed out while it holds heaps_new_lock (a record reused from the
+ * free list is counted already). The commit lock too: heap_fit takes it
+ * alone. */
 void heap_fork_prepare(void) {
   for (unsigned k = 0; k < SHARED_N; k++) fork_hold(&shared_lock[k]);
+  fork_hold(&heaps_new_lock);
+  fork_hold(&heaps_commit_lock);
   uint32_t n = heap_count();
   if (n > max_heaps) n = max_heaps;
   /* hot locks first: an owner takes its hot lock, then list locks */

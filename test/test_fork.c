@@ -6,6 +6,9 @@
  *           registered first, so these run outside rill's locks);
  *   --lib   handlers from fork_lib.c's constructor, which ran before rill's: they run while
  *           rill holds its locks, which the forking thread re-enters.
+ *   --nested  no handlers of its own: forks nest three generations deep, each process
+ *           forking three children while its threads allocate, so every child's locks
+ *           were held across the fork that made it and must serve it and its own forks.
  * The handlers allocate huge blocks, runs and small blocks; three threads allocate all the
  * while; each child allocates and exits. A hang is a failure (alarm). */
 #include "rill_test.h"
@@ -56,10 +59,54 @@ static void on_alarm(int sig) {
   _exit(1);
 }
 
+/* One generation of --nested: threads allocating small blocks, runs and huge blocks (every
+ * kind of lock rill holds across fork) while this process forks three children, each of
+ * which does the same one generation down and trims; returns the number of failures. */
+static int generation(int depth) {
+  atomic_store(&stop, false);
+  pthread_t t[2];
+  for (size_t i = 0; i < 2; i++)
+    if (pthread_create(&t[i], NULL, churn, (void *)(i + 1))) return 1;
+  int bad = 0;
+  for (int k = 0; k < 3 && depth > 0; k++) {
+    pid_t pid = fork();
+    if (pid < 0) return bad + 1;
+    if (pid == 0) {
+      alarm(60);
+      void *big = malloc(48 << 20), *run = malloc(300000);
+      if (!big || !run) _exit(2);
+      memset(big, 3, 4096);
+      free(big);
+      free(run);
+      malloc_trim(0);
+      _exit(generation(depth - 1) ? 3 : 0);
+    }
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) bad++;
+  }
+  atomic_store(&stop, true);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  malloc_trim(0);
+  return bad;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--nested")) {
+    signal(SIGALRM, on_alarm);
+    alarm(60);
+    CHECK(dlsym(RTLD_DEFAULT, "rill_stats_get") != NULL,
+          "rill is not in this process: run with librill preloaded");
+    int bad = generation(3);
+    CHECK(bad == 0,
+          "%d of the 3 generations' forks failed: a child did not allocate, fork "
+          "and exit",
+          bad);
+    printf("  forks three generations deep, three children each, under allocating threads\n");
+    return t_finish("test_fork --nested");
+  }
   bool in_main = argc > 1 && !strcmp(argv[1], "--main");
   if (!in_main && !(argc > 1 && !strcmp(argv[1], "--lib")))
-    DIE("usage: test_fork --main | --lib   (with librill preloaded)");
+    DIE("usage: test_fork --main | --lib | --nested   (with librill preloaded)");
   /* first, before anything allocates */
   if (in_main) pthread_atfork(main_prepare, main_parent, main_child);
   signal(SIGALRM, on_alarm);
