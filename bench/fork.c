@@ -13,13 +13,16 @@
 static pthread_barrier_t ready, done;
 static uint64_t opt_blocks = 4000;
 
+static size_t block_size(uint64_t i, int round, unsigned id) {
+  return 8 + (size_t)((i * 97 + (uint64_t)round * 13 + id * 7) % 6000);
+}
+
 /* A working set of blocks of 8 B - 6 KiB, of which a seventh stays live. */
 static void **working_set(unsigned id, int64_t *live) {
   void **v = bench_xmalloc(opt_blocks * sizeof *v);
   for (int round = 0; round < 4; round++) {
     for (uint64_t i = 0; i < opt_blocks; i++) {
-      size_t sz = 8 + (size_t)((i * 97 + (uint64_t)round * 13 + id * 7) % 6000);
-      v[i] = bench_xmalloc(sz);
+      v[i] = bench_xmalloc(block_size(i, round, id));
       *(char *)v[i] = 1;
     }
     for (uint64_t i = 0; i < opt_blocks; i++)
@@ -27,7 +30,7 @@ static void **working_set(unsigned id, int64_t *live) {
         free(v[i]);
         v[i] = NULL;
       } else
-        *live += 8 + (int64_t)((i * 97 + (uint64_t)round * 13 + id * 7) % 6000);
+        *live += (int64_t)block_size(i, round, id);
   }
   return v;
 }

@@ -778,6 +778,19 @@ static inline void cpu_relax(void) {
 #endif
 }
 int sched_yield(void);
+/* Word w of a bitmap over the slots that shares its mapping with others,
+ * interleaved by cache line (pool.c's maps, runs.c's bitmaps): `first` is its
+ * first line, `stride` the words from one of its lines to its next. Each
+ * line belongs to one bitmap, and every bitmap's words for a slot lie
+ * together, so the used part of all of them grows as one range. */
+#define BITMAP_LINE 8
+static inline _Atomic uint64_t *line_word(_Atomic uint64_t *first, size_t w, size_t stride) {
+  return first + w / BITMAP_LINE * stride + w % BITMAP_LINE;
+}
+/* Bytes of such bitmaps that their first `words` words each take. */
+static inline size_t line_bytes(size_t words, size_t stride) {
+  return (words + BITMAP_LINE - 1) / BITMAP_LINE * stride * sizeof(uint64_t);
+}
 /* Across fork, fork_prepare (init.c) holds every rill lock and marks it with
  * the fork's generation; fork_parent and fork_child let them all go at once
  * by starting the next generation (fork_locks_release), and the next
@@ -805,6 +818,8 @@ static inline bool fork_reentry(int seen) {
   return seen >= 2 && atomic_load_explicit(&rill_forker, RLX) == (uintptr_t)&rill_tls &&
          seen == LOCK_MARK(atomic_load_explicit(&rill_fork_gen, RLX));
 }
+/* spin lock for rare paths (start-up, huge registry); yields when a holder
+ * was preempted, since benchmarks run more threads than cores */
 static inline void spin_lock(_Atomic int *l) {
   int seen = 0;
   for (unsigned spins = 0; !atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX);

@@ -30,36 +30,31 @@ static map_t maps[MAX_STRIPES][POOL_ORDERS];
 #define SEQ    memory_order_seq_cst
 #define BIT(i) ((uint64_t)1 << ((i)&63))
 
-/* The maps interleave by cache line: the first line (8 words, 512 slots,
- * 8 MiB of 16 KiB slots) of every map, then every map's second line, and so
- * on; the summary words likewise, after them. Each map had a stretch of its
- * own (8 MiB for a 1 TiB arena), and each stretch's used part was a page, a
- * page-table page and two entries of the memory map of its own: 22 maps,
- * 44 pages resident (a small program pays 176 KiB for them, a few lines
- * used in each), 44 more entries that every fork copies (docs/benchmarks.md,
- * "What a fork costs"). Interleaved, every map's words for a slot lie
- * together, in one mapping whose used part grows with the arena; a line
- * still belongs to one map, so stripes share no line. */
-#define MAP_LINE 8
+/* The maps interleave by cache line (line_word, internal.h): the first line
+ * (8 words, 512 slots, 8 MiB of 16 KiB slots) of every map, then every
+ * map's second line, and so on; the summary words likewise, after them.
+ * Each map had a stretch of its own (8 MiB for a 1 TiB arena), whose used
+ * part was a resident page, a page-table page and two entries of the memory
+ * map: a program that had used the pool on two CPUs had 18 such pages
+ * resident and 58 anonymous mappings (22 now), which every fork copies
+ * (docs/benchmarks.md, "What a fork costs"). */
 static size_t map_stride;          /* words from one line of a map to its next */
 static void *maps_mem;             /* all the maps, in one mapping */
 static size_t maps_bytes, sums_at; /* the summary words' offset in it */
 static size_t maps_done;           /* slots whose map words are usable (os_commit_grow) */
 
 static inline _Atomic uint64_t *map_bits(const map_t *mp, size_t w) {
-  return mp->bits + (w / MAP_LINE) * map_stride + w % MAP_LINE;
+  return line_word(mp->bits, w, map_stride);
 }
 static inline _Atomic uint64_t *map_sum(const map_t *mp, size_t sw) {
-  return mp->sum + (sw / MAP_LINE) * map_stride + sw % MAP_LINE;
+  return line_word(mp->sum, sw, map_stride);
 }
 /* Bytes of the bits (and of the summary words) that slots below `slots` use. */
 static inline size_t maps_bits_bytes(size_t slots) {
-  size_t w = (slots + 63) / 64;
-  return (w + MAP_LINE - 1) / MAP_LINE * map_stride * sizeof(uint64_t);
+  return line_bytes((slots + 63) / 64, map_stride);
 }
 static inline size_t maps_sum_bytes(size_t slots) {
-  size_t sw = ((slots + 63) / 64 + 63) / 64;
-  return (sw + MAP_LINE - 1) / MAP_LINE * map_stride * sizeof(uint64_t);
+  return line_bytes(((slots + 63) / 64 + 63) / 64, map_stride);
 }
 
 /* Every map's words for slots up to `slots` usable: one call for the bits
@@ -90,7 +85,7 @@ static void maps_fit(size_t slots, size_t old) {
 bool pool_init(void) {
   if (rill_arena.min_order >= POOL_ORDERS) return false; /* pages over 128 KiB */
   size_t pg = rill_arena.page, n = (size_t)POOL_ORDERS * rill_arena.stripes;
-  map_stride = n * MAP_LINE;
+  map_stride = n * BITMAP_LINE;
   sums_at = (maps_bits_bytes(rill_arena.max_slots) + pg - 1) & ~(pg - 1);
   size_t bytes = sums_at + ((maps_sum_bytes(rill_arena.max_slots) + pg - 1) & ~(pg - 1));
   char *mem = os_reserve(bytes);
@@ -100,9 +95,10 @@ bool pool_init(void) {
   /* stripe-major, as the lines go: a process with few CPUs uses the first */
   for (unsigned s = 0, m = 0; s < rill_arena.stripes; s++)
     for (unsigned o = 0; o < POOL_ORDERS; o++, m++) {
-      maps[s][o].bits = (_Atomic uint64_t *)(void *)(mem + (size_t)m * MAP_LINE * sizeof(uint64_t));
+      maps[s][o].bits =
+          (_Atomic uint64_t *)(void *)(mem + (size_t)m * BITMAP_LINE * sizeof(uint64_t));
       maps[s][o].sum =
-          (_Atomic uint64_t *)(void *)(mem + sums_at + (size_t)m * MAP_LINE * sizeof(uint64_t));
+          (_Atomic uint64_t *)(void *)(mem + sums_at + (size_t)m * BITMAP_LINE * sizeof(uint64_t));
     }
   maps_done = 0;
   if (arena_track(maps_commit, maps_fit)) return true;

@@ -130,17 +130,16 @@ static unsigned young_cur;    /* the generation frees mark; under every shard lo
 static uint32_t young_turned; /* ms of the last turn; under the pool's purge lock */
 
 /* The bitmaps above, in one reservation, interleaved by cache line (as the
- * pool's maps are): each bitmap's stretch of its own made two entries of the
- * memory map and a page-table page per bitmap in every process, and a page
- * resident once its first word was written. */
-enum { MAPS = 5, MAP_LINE = 8 };
+ * pool's maps are; line_word): each bitmap's stretch of its own made two
+ * entries of the memory map and a page-table page per bitmap in every
+ * process, and a page resident once its first word was written. */
+enum { MAPS = 5 };
 static inline _Atomic uint64_t *bword(_Atomic uint64_t *map, size_t w) {
-  return map + w / MAP_LINE * (MAPS * MAP_LINE) + w % MAP_LINE;
+  return line_word(map, w, MAPS * BITMAP_LINE);
 }
 /* Bytes of the five bitmaps that slots below `slots` use. */
 static inline size_t bits_bytes(size_t slots) {
-  size_t w = (slots + 63) / 64;
-  return (w + MAP_LINE - 1) / MAP_LINE * (MAPS * MAP_LINE) * sizeof(uint64_t);
+  return line_bytes((slots + 63) / 64, MAPS * BITMAP_LINE);
 }
 static size_t dirty_done; /* slots whose bits are usable (os_commit_grow) */
 static bool dirty_commit(size_t slots) {
@@ -161,10 +160,10 @@ bool runs_init(void) {
   dirty = os_reserve(bytes);
   dirty_done = 0;
   if (dirty) {
-    gone = dirty + MAP_LINE;
-    young[0] = dirty + 2 * MAP_LINE;
-    young[1] = dirty + 3 * MAP_LINE;
-    lazied = dirty + 4 * MAP_LINE;
+    gone = dirty + BITMAP_LINE;
+    young[0] = dirty + 2 * BITMAP_LINE;
+    young[1] = dirty + 3 * BITMAP_LINE;
+    lazied = dirty + 4 * BITMAP_LINE;
   }
   if (dirty && arena_track(dirty_commit, dirty_fit)) return true;
   if (dirty) os_unmap((void *)dirty, bytes);
