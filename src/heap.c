@@ -76,6 +76,7 @@ static inline heap_lists_t *lists(const heap_t *h) {
 }
 static _Atomic uint32_t heaps_top;
 static _Atomic uint32_t heaps_live;  /* records a thread owns now */
+static void live_moved(void);        /* the block cache's bound follows heaps_live */
 static _Atomic uint32_t young_live;  /* threads young now (young_heap) */
 static _Atomic uint64_t young_frees; /* remote frees of young threads that have grown up or left */
 static _Atomic uint64_t heaps_free;  /* tagged stack of recycled ids: id+1 | tag */
@@ -241,14 +242,14 @@ static NOINLINE void *young_alloc(unsigned cls) {
   return p;
 }
 
-static uint32_t cache_bsize[NCACHE]; /* the block cache's class sizes: a load, not branches */
+uint32_t rill_cache_bsize[NCACHE]; /* the block cache's class sizes: a load, not branches */
 
 bool heap_module_init(size_t budget) {
   for (unsigned c = 0; c < NDIRECT_CLS; c++) {
     direct_lo[c] = (uint8_t)(c ? class_size(c - 1) / 8 + 1 : 0);
     direct_hi[c] = (uint8_t)(class_size(c) / 8);
   }
-  for (unsigned i = 0; i < NCACHE; i++) cache_bsize[i] = (uint32_t)class_size(CACHE_CLS0 + i);
+  for (unsigned i = 0; i < NCACHE; i++) rill_cache_bsize[i] = (uint32_t)class_size(CACHE_CLS0 + i);
   young_init();
   for (unsigned k = 0; k <= SHARED_N + 1; k++) {
     heap_t *h = k < SHARED_N ? &shared[k] : k == SHARED_N ? &orphanage : &young_heap;
@@ -282,6 +283,7 @@ static void heap_reset(heap_t *h, uint32_t id) {
   __atomic_store_n(&h->ls, &heap_lists[id], __ATOMIC_RELAXED);
   h->warm = h->let_go = 0;
   atomic_fetch_add_explicit(&heaps_live, 1, RLX);
+  live_moved();
   atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX); /* heap_new runs in the owner */
   owner_mark(h); /* before the record is live: the lender reads it */
   atomic_store_explicit(&h->gen, atomic_load_explicit(&h->gen, RLX) + 1, RLX);
@@ -325,6 +327,7 @@ static void heap_recycle(heap_t *h) {
 #endif
   atomic_store_explicit(&h->live, 0, RLX);
   atomic_fetch_sub_explicit(&heaps_live, 1, RLX);
+  live_moved();
   uint64_t old = atomic_load_explicit(&heaps_free, RLX), nw;
   do {
     atomic_store_explicit(&h->next_free, (uint32_t)old, RLX);
@@ -1067,32 +1070,24 @@ static span_t *heap_next_span(heap_t *h, unsigned cls) {
  * thread had 2 MiB each, and 16 workers 512 KiB: 16-64 KiB buffers replaced
  * at random took 1.18-1.25x the time they take now (docs/benchmarks.md,
  * "The block cache's budget"). */
+static _Atomic uint32_t cache_cap = CACHE_BYTES;
 static inline uint32_t cache_budget(void) {
+  return atomic_load_explicit(&cache_cap, RLX);
+}
+/* Worked out whenever heaps_live moves, so that a kept block's free divides
+ * by nothing. Two threads that start or exit at once may leave the bound of
+ * the count just before; the next start or exit sets it right. */
+static void live_moved(void) {
   uint32_t live = atomic_load_explicit(&heaps_live, RLX);
-  return live <= CACHE_BYTES_ALL / CACHE_BYTES ? CACHE_BYTES : CACHE_BYTES_ALL / live;
+  atomic_store_explicit(
+      &cache_cap, live <= CACHE_BYTES_ALL / CACHE_BYTES ? CACHE_BYTES : CACHE_BYTES_ALL / live,
+      RLX);
 }
-
-static inline block_t *cache_get(heap_t *h, unsigned cls) {
-  unsigned i = cls - CACHE_CLS0;
-  if (atomic_load_explicit(&h->cache_off, ACQ)) return NULL; /* heap_lend: the purger's */
-  block_t *b = h->cache[i];
-  if (!b) return NULL;
-  h->cache[i] = b->next;
-  uint8_t n = (uint8_t)(h->cache_n[i] - 1);
-  __atomic_store_n(&h->cache_n[i], n, __ATOMIC_RELAXED);
-  if (n < h->cache_low[i]) h->cache_low[i] = n;
-  atomic_store_explicit(&h->cache_bytes,
-                        atomic_load_explicit(&h->cache_bytes, RLX) - cache_bsize[i], RLX);
-  return b;
-}
-
-/* A block of a cached class from the stack, handed out, or NULL. malloc's
- * slow path asks first when its class's hot span is empty
- * (malloc_class_slow): a hit takes no other call (class_for,
- * heap_alloc_class, the purger's poll); heap_alloc_class asks again before
- * a span change, for calloc, realloc and aligned requests. */
-void *heap_cache_take(heap_t *h, unsigned cls) {
-  block_t *b = cache_get(h, cls);
+/* A block of a cached class from the stack, handed out, or NULL, before a
+ * span change: for calloc, realloc and aligned requests, which come here
+ * without malloc's own look (malloc_class_slow pops the stack inline). */
+static void *heap_cache_take(heap_t *h, unsigned cls) {
+  block_t *b = heap_cache_pop(h, cls - CACHE_CLS0);
   if (b) {
     dbg_alloc(span_at((uintptr_t)b - rill_arena.base), b);
     owner_release(h);
@@ -1251,6 +1246,7 @@ heap_t *heap_get_slow(void) {
   } else {
     h = heap_new();
     atomic_fetch_sub_explicit(&heaps_live, 1, RLX); /* heap_new counted the record */
+    live_moved();
     if (!h) return NULL;
   }
   rill_tls = h;
@@ -1636,7 +1632,7 @@ static void cache_give(heap_t *h, unsigned i, unsigned k, bool owner) {
     block_t *b = h->cache[i];
     h->cache[i] = b->next;
     __atomic_store_n(&h->cache_n[i], (uint8_t)(h->cache_n[i] - 1), __ATOMIC_RELAXED);
-    bytes += cache_bsize[i];
+    bytes += rill_cache_bsize[i];
     span_t *sp = span_at((uintptr_t)b - rill_arena.base);
     if (!(owner && may_take(h, sp) && heap_take(h, sp, b)))
       span_free_remote(sp, b, span_block_key(sp, (uintptr_t)b));
@@ -1897,7 +1893,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
       if (lendable(sp)) atomic_store_explicit(&sp->attached, NULL, RLX);
   span_t *took[NCLASSES];
   unsigned nt = 0;
-  /* the block cache: the owner skips it from now on (cache_get, cache_put);
+  /* the block cache: the owner skips it from now on (heap_cache_pop, cache_put);
    * ours to drain below if it slept throughout */
   bool cache = (hot && atomic_load_explicit(&h->cache_bytes, RLX) != 0) || batch;
   if (cache) atomic_store_explicit(&h->cache_off, 1, RLX);
@@ -2115,5 +2111,6 @@ void heap_fork_child(void) {
   /* the parent's other threads do not exist here: a crowd of them must not
    * make the child's threads young (their records are never given back) */
   atomic_store_explicit(&heaps_live, mine ? 1 : 0, RLX);
+  live_moved();
   atomic_store_explicit(&young_live, young ? 1 : 0, RLX);
 }
