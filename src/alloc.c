@@ -20,29 +20,57 @@ static inline heap_t *cur_heap(void) {
 /* Comparison baselines built from the same sources (ar-malloc note, LKmalloc
  * §6-7): variant 1 puts every operation under one lock; variant 2 maps
  * threads onto NSUB locked heaps by hashing the thread id. */
-#define NSUB      (RILL_VARIANT == 1 ? 1 : 8)
+#define NSUB (RILL_VARIANT == 1 ? 1 : 8)
 static heap_t *subheap[NSUB];
 static pthread_mutex_t sublock[NSUB] = {[0 ... NSUB - 1] = PTHREAD_MUTEX_INITIALIZER};
 static _Atomic int sub_ready;
+static _Atomic int sub_init_lock; /* held across fork too (variant_fork_prepare) */
 static unsigned sub_index(void) {
   uint64_t t = (uint64_t)pthread_self();
   return (unsigned)(((t >> 12) * 0x9E3779B97F4A7C15ull) >> 40) % NSUB;
 }
 static COLD void sub_init(void) {
-  static _Atomic int l;
-  spin_lock(&l);
+  spin_lock(&sub_init_lock);
   if (!atomic_load_explicit(&sub_ready, RLX) && rill_init()) {
     for (unsigned i = 0; i < NSUB; i++) subheap[i] = heap_new_variant();
     atomic_store_explicit(&sub_ready, 1, REL);
   }
-  spin_unlock(&l);
+  spin_unlock(&sub_init_lock);
 }
 static inline heap_t *cur_heap(void) {
   if (unlikely(!atomic_load_explicit(&sub_ready, ACQ))) sub_init();
   return subheap[sub_index()];
 }
-#define LOCK(h)   pthread_mutex_lock(&sublock[(h)->id % NSUB])
-#define UNLOCK(h) pthread_mutex_unlock(&sublock[(h)->id % NSUB])
+/* The forking thread holds every sub-heap lock from fork's prepare handler
+ * to its parent and child handlers (variant_fork_prepare), and other
+ * libraries' handlers that run in between may allocate: it goes in
+ * without the lock it already holds, as rill's own locks let it (LOCK_MARK,
+ * internal.h). */
+static inline bool sub_forker(void) {
+  return unlikely(atomic_load_explicit(&rill_forker, RLX) == (uintptr_t)&rill_tls);
+}
+#define LOCK(h)                                                                                    \
+  do {                                                                                             \
+    if (!sub_forker()) pthread_mutex_lock(&sublock[(h)->id % NSUB]);                               \
+  } while (0)
+#define UNLOCK(h)                                                                                  \
+  do {                                                                                             \
+    if (!sub_forker()) pthread_mutex_unlock(&sublock[(h)->id % NSUB]);                             \
+  } while (0)
+
+/* A thread that holds a sub-heap lock may be inside rill, waiting for its
+ * locks, so fork takes these first and lets them go last (init.c): without
+ * them a child forked while another thread allocated found that thread's
+ * lock held for good (test_fork --nested hung under both variants). Parent
+ * and child unlock them, the use POSIX gives pthread_atfork: the child's
+ * one thread is the one that locked them. */
+void variant_fork_prepare(void) {
+  for (unsigned i = 0; i < NSUB; i++) pthread_mutex_lock(&sublock[i]);
+  fork_hold(&sub_init_lock); /* before init_lock, which sub_init takes inside it */
+}
+void variant_fork_release(void) {
+  for (unsigned i = 0; i < NSUB; i++) pthread_mutex_unlock(&sublock[i]);
+}
 #endif
 
 /* ---- fast paths --------------------------------------------------------- */

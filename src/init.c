@@ -225,6 +225,9 @@ _Atomic unsigned rill_fork_gen;
 
 static void fork_prepare(void) {
   atomic_store_explicit(&rill_forker, (uintptr_t)&rill_tls, RLX);
+#if RILL_VARIANT != 0
+  variant_fork_prepare();
+#endif
   fork_hold(&init_lock);
   heap_fork_prepare();
   huge_fork_prepare();
@@ -235,12 +238,18 @@ static void fork_prepare(void) {
  * internal.h): no lock's page is written, so neither process copies it. */
 static void fork_parent(void) {
   fork_locks_release();
+#if RILL_VARIANT != 0
+  variant_fork_release();
+#endif
   atomic_store_explicit(&rill_forker, 0, RLX);
 }
 static void fork_child(void) {
   heap_fork_child();
   purger_fork_child();
   fork_locks_release();
+#if RILL_VARIANT != 0
+  variant_fork_release();
+#endif
   atomic_store_explicit(&rill_forker, 0, RLX);
 }
 

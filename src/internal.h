@@ -757,6 +757,10 @@ void *large_alloc_moved(heap_t *h, size_t n) INTERNAL;
 bool heap_module_init(size_t budget) INTERNAL;
 void heap_fit(size_t limit) INTERNAL; /* limits.c: the program lowered RLIMIT_AS/DATA */
 heap_t *heap_new_variant(void) INTERNAL;
+#if RILL_VARIANT != 0
+void variant_fork_prepare(void) INTERNAL; /* alloc.c: the comparison variants' locks */
+void variant_fork_release(void) INTERNAL;
+#endif
 void heap_fork_prepare(void) INTERNAL;
 void heap_fork_child(void) INTERNAL;
 

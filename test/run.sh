@@ -318,6 +318,8 @@ for v in "${TSAN_BUILT[@]}"; do
   else
     tsan_run "tsan_variant${v}_random_prodcons" "$v" --mode random,prodcons \
       --threads 1,8 --ops $TS_OPS --items $TS_ITEMS
+    # their sub-heap locks, held from fork's prepare handler to its parent and child ones
+    tsan_run "tsan_variant${v}_fork" "$v" --mode fork --forks $TS_FORKS --fork-threads 2
   fi
 done
 # young blocks (src/heap.c) from the third live thread on, not the 32nd: the shared heaps'
