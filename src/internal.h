@@ -736,8 +736,9 @@ static inline block_t *heap_cache_pop(heap_t *h, unsigned i) {
   if (!b) return NULL;
   block_t *nx = b->next;
   h->cache[i] = nx;
-  /* the next hit reads nx's link: a block freed a while ago, whose line
-   * may have left the cache since (as malloc_fast's pop) */
+  /* no prefetch of nx, as malloc_fast's pop has: the class's next hit comes
+   * after other big blocks' first lines, which share nx's few cache sets
+   * (page-aligned blocks), and one measured level either way */
   uint8_t n = (uint8_t)(h->cache_n[i] - 1);
   __atomic_store_n(&h->cache_n[i], n, __ATOMIC_RELAXED);
   if (n < h->cache_low[i]) h->cache_low[i] = n;
