@@ -88,12 +88,8 @@ static NOINLINE void *malloc_slow(size_t n, heap_t *h) {
  * (callgrind, randalloc at 16-64 KiB). */
 static NOINLINE void *malloc_class_slow(size_t n, unsigned cls, heap_t *h) {
   if (cls - CACHE_CLS0 < NCACHE) { /* a big block the thread freed (heap.c) */
-    block_t *b = heap_cache_pop(h, cls - CACHE_CLS0);
-    if (b) {
-      dbg_alloc(span_at((uintptr_t)b - rill_arena.base), b);
-      owner_release(h); /* TSan builds only (heap_lend) */
-      return b;
-    }
+    block_t *b = heap_cache_take(h, cls - CACHE_CLS0);
+    if (b) return b;
   }
   return malloc_slow(n, h);
 }

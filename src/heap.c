@@ -1083,18 +1083,6 @@ static void live_moved(void) {
       &cache_cap, live <= CACHE_BYTES_ALL / CACHE_BYTES ? CACHE_BYTES : CACHE_BYTES_ALL / live,
       RLX);
 }
-/* A block of a cached class from the stack, handed out, or NULL, before a
- * span change: for calloc, realloc and aligned requests, which come here
- * without malloc's own look (malloc_class_slow pops the stack inline). */
-static void *heap_cache_take(heap_t *h, unsigned cls) {
-  block_t *b = heap_cache_pop(h, cls - CACHE_CLS0);
-  if (b) {
-    dbg_alloc(span_at((uintptr_t)b - rill_arena.base), b);
-    owner_release(h);
-  }
-  return b;
-}
-
 /* The owner's free of b into its own floating span sp: kept if there is
  * room. It is free's first test past the fast path, inline, so a kept block
  * costs no call and no saved registers (heap_free_slow). b is checked here,
@@ -1155,7 +1143,8 @@ void *heap_alloc_class(heap_t *h, unsigned cls) {
     if (p) return p;
   }
   block_t *b = sp->free;
-  if (!b && cls - CACHE_CLS0 < NCACHE && (b = heap_cache_take(h, cls)) != NULL) return b;
+  if (!b && cls - CACHE_CLS0 < NCACHE && (b = heap_cache_take(h, cls - CACHE_CLS0)) != NULL)
+    return b;
   if (!b) {
     spin_lock(&h->hot_lock);
     for (;;) {
@@ -1893,7 +1882,7 @@ static size_t heap_lend(heap_t *h, int tid, bool *busy) {
       if (lendable(sp)) atomic_store_explicit(&sp->attached, NULL, RLX);
   span_t *took[NCLASSES];
   unsigned nt = 0;
-  /* the block cache: the owner skips it from now on (heap_cache_pop, cache_put);
+  /* the block cache: the owner skips it from now on (heap_cache_take, cache_put);
    * ours to drain below if it slept throughout */
   bool cache = (hot && atomic_load_explicit(&h->cache_bytes, RLX) != 0) || batch;
   if (cache) atomic_store_explicit(&h->cache_off, 1, RLX);

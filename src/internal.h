@@ -725,29 +725,7 @@ uint64_t heap_young_frees(void) INTERNAL;
 uint32_t heap_young_live(void) INTERNAL;
 uint32_t heap_count(void) INTERNAL;
 uint32_t heap_kept(unsigned cls) INTERNAL;
-/* The block cache's pop (heap.c, "the block cache"), inline in malloc's
- * class slow path, so a hit makes no call and saves no register: 12 fewer
- * instructions a hit than through a call (callgrind, randalloc at 16-64
- * KiB). */
-extern uint32_t rill_cache_bsize[NCACHE] INTERNAL;
-static inline block_t *heap_cache_pop(heap_t *h, unsigned i) {
-  if (atomic_load_explicit(&h->cache_off, memory_order_acquire)) return NULL; /* heap_lend */
-  block_t *b = h->cache[i];
-  if (!b) return NULL;
-  block_t *nx = b->next;
-  h->cache[i] = nx;
-  /* no prefetch of nx, as malloc_fast's pop has: the class's next hit comes
-   * after other big blocks' first lines, which share nx's few cache sets
-   * (page-aligned blocks), and one measured level either way */
-  uint8_t n = (uint8_t)(h->cache_n[i] - 1);
-  __atomic_store_n(&h->cache_n[i], n, __ATOMIC_RELAXED);
-  if (n < h->cache_low[i]) h->cache_low[i] = n;
-  atomic_store_explicit(&h->cache_bytes,
-                        atomic_load_explicit(&h->cache_bytes, memory_order_relaxed) -
-                            rill_cache_bsize[i],
-                        memory_order_relaxed);
-  return b;
-}
+extern uint32_t rill_cache_bsize[NCACHE] INTERNAL; /* heap.c: the cached classes' sizes */
 void *large_alloc(heap_t *h, size_t n, size_t align, bool *zeroed) INTERNAL;
 void *large_alloc_moved(heap_t *h, size_t n) INTERNAL;
 /* Under an address-space limit the thread-heap records take at most this
@@ -903,5 +881,31 @@ void race_nap(void) INTERNAL;
 #endif
 
 #include "debug.h"
+
+/* A block of cached class CACHE_CLS0 + i from the thread's block cache
+ * (heap.c, "the block cache"), handed out, or NULL: inline in malloc's class
+ * slow path, so a hit makes no call and saves no register (12 instructions
+ * fewer a hit than through calls; callgrind, randalloc at 16-64 KiB), and in
+ * heap_alloc_class before a span change. After debug.h, for dbg_alloc. */
+static inline block_t *heap_cache_take(heap_t *h, unsigned i) {
+  if (atomic_load_explicit(&h->cache_off, memory_order_acquire)) return NULL; /* heap_lend */
+  block_t *b = h->cache[i];
+  if (!b) return NULL;
+  block_t *nx = b->next;
+  h->cache[i] = nx;
+  /* no prefetch of nx, as malloc_fast's pop has: the class's next hit comes
+   * after other big blocks' first lines, which share nx's few cache sets
+   * (page-aligned blocks), and one measured level either way */
+  uint8_t n = (uint8_t)(h->cache_n[i] - 1);
+  __atomic_store_n(&h->cache_n[i], n, __ATOMIC_RELAXED);
+  if (n < h->cache_low[i]) h->cache_low[i] = n;
+  atomic_store_explicit(&h->cache_bytes,
+                        atomic_load_explicit(&h->cache_bytes, memory_order_relaxed) -
+                            rill_cache_bsize[i],
+                        memory_order_relaxed);
+  dbg_alloc(span_at((uintptr_t)b - rill_arena.base), b);
+  owner_release(h); /* TSan builds only (heap_lend) */
+  return b;
+}
 
 #endif
