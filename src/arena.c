@@ -106,6 +106,18 @@ bool os_commit_grow(void *tab, size_t from, size_t to) {
   sys_advise((void *)a, b - a, MADV_DODUMP);
   return true;
 }
+/* The same for a table that grows down from `top` (page aligned, the span
+ * entries): bytes top - to .. top - from. */
+static bool os_commit_down(void *top, size_t from, size_t to) {
+  if (to <= from) return true;
+  uintptr_t pg = rill_arena.page, t = (uintptr_t)top;
+  uintptr_t a = (t - to) & ~(pg - 1), b = (t - from) & ~(pg - 1);
+  if (b <= a) return true;
+  if (rill_opt.commit_demand && !sys_protect((void *)a, b - a, PROT_READ | PROT_WRITE))
+    return false;
+  sys_advise((void *)a, b - a, MADV_DODUMP);
+  return true;
+}
 
 /* Gives pages back; the range stays mapped and reads as zero afterwards.
  * False if the kernel refused: it does for locked pages (mlock, mlockall),
@@ -133,9 +145,9 @@ bool os_purge_lazy(void *p, size_t n) {
  * the entries were 1/64 of the peak, resident for good. A refusal (locked
  * pages) leaves them as they are. */
 void arena_entries_release(size_t first, size_t end) {
-  uintptr_t pg = rill_arena.page, m = (uintptr_t)rill_arena.meta;
-  uintptr_t a = (m + first * sizeof(span_t) + pg - 1) & ~(pg - 1);
-  uintptr_t b = (m + end * sizeof(span_t)) & ~(pg - 1);
+  uintptr_t pg = rill_arena.page;
+  uintptr_t a = ((uintptr_t)(span_of_index(end - 1)) + pg - 1) & ~(pg - 1);
+  uintptr_t b = (uintptr_t)(span_of_index(first) + 1) & ~(pg - 1);
   if (b > a) sys_advise((void *)a, b - a, MADV_DONTNEED);
 }
 
@@ -329,7 +341,7 @@ bool arena_huge(uintptr_t lo, uintptr_t hi) {
 }
 
 /* Where an arena that may grow (arena_grow) asks to go: somewhere in
- * [1 TiB, 8 TiB), slot aligned, chosen at random (the kernel's own choice is
+ * [1 TiB, 8 TiB), on a 2 MiB boundary, chosen at random (the kernel's own choice is
  * random too). The kernel maps new ranges top down from just below the
  * stack, and a PIE program and its brk heap sit near 85 TiB, so the space
  * above such an arena stays free for it to grow into; the kernel's choice
@@ -345,24 +357,25 @@ static uintptr_t arena_hint(void) {
     r = ((uint64_t)(uintptr_t)&r ^ (uint64_t)ts.tv_nsec) * 0x9E3779B97F4A7C15ull;
   }
   const uint64_t lo = (uint64_t)1 << 40, span = (uint64_t)7 << 40;
-  return (uintptr_t)((lo + r % span) & ~(uint64_t)(SLOT_SIZE - 1));
+  return (uintptr_t)((lo + r % span) & ~(uint64_t)(HUGE_PAGE - 1));
 }
 
-/* Reserves `size` bytes of arena, slot aligned, with the head table's
- * HEADS_GAP below it: one mapping of both, trimmed to what a table of
- * `heads_slots` entries needs; or, where the address-space limit (ulimit
- * -v) will not take the gap, the arena alone and then the table placed at
- * its address below it, if nothing is mapped there. At `hint` if the
- * kernel agrees. 0 if neither works. */
-static uintptr_t arena_reserve(size_t size, size_t heads_slots, uintptr_t hint) {
-  size_t heads_bytes = heads_slots * sizeof(span_t *);
-  size_t all = HEADS_GAP + size + SLOT_SIZE;
-  char *raw = reserve_at(hint ? (void *)(hint - HEADS_GAP - SLOT_SIZE) : NULL, all, 0);
+/* Reserves `size` bytes of arena with the head table HEADS_GAP below it and
+ * the span entries right under the head table (they grow down from it: see
+ * span_of_index): one mapping of all three, trimmed to tables of `slots`
+ * entries, its base on a 2 MiB boundary; or, where the address-space limit
+ * (ulimit -v) will not take the gap, the arena alone, slot aligned, and
+ * then both tables as one mapping at their place below it, if nothing is
+ * mapped there. At `hint` if the kernel agrees. 0 if neither works. */
+static uintptr_t arena_reserve(size_t size, size_t slots, uintptr_t hint) {
+  size_t heads_bytes = slots * sizeof(span_t *), meta_bytes = slots * sizeof(span_t);
+  size_t below = meta_bytes + HEADS_GAP, all = below + size + HUGE_PAGE;
+  char *raw = reserve_at(hint ? (void *)(hint - below) : NULL, all, 0);
   if (raw) {
-    uintptr_t base = ((uintptr_t)raw + HEADS_GAP + SLOT_SIZE - 1) & ~(uintptr_t)(SLOT_SIZE - 1);
-    uintptr_t heads = base - HEADS_GAP, end = (uintptr_t)raw + all;
-    if (heads > (uintptr_t)raw) os_unmap(raw, heads - (uintptr_t)raw);
-    if (heads_bytes < HEADS_GAP) os_unmap((void *)(heads + heads_bytes), HEADS_GAP - heads_bytes);
+    uintptr_t base = ((uintptr_t)raw + below + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t lo = base - below, heads = base - HEADS_GAP, end = (uintptr_t)raw + all;
+    if (lo > (uintptr_t)raw) os_unmap(raw, lo - (uintptr_t)raw);
+    os_unmap((void *)(heads + heads_bytes), HEADS_GAP - heads_bytes);
     if (end > base + size) os_unmap((void *)(base + size), end - (base + size));
     return base;
   }
@@ -372,10 +385,10 @@ static uintptr_t arena_reserve(size_t size, size_t heads_slots, uintptr_t hint) 
   if (base > (uintptr_t)raw) os_unmap(raw, base - (uintptr_t)raw);
   if (base < (uintptr_t)raw + SLOT_SIZE)
     os_unmap((void *)(base + size), (uintptr_t)raw + SLOT_SIZE - base);
-  void *want = (void *)(base - HEADS_GAP);
-  void *t = reserve_at(want, heads_bytes, MAP_FIXED_NOREPLACE);
+  void *want = (void *)(base - below);
+  void *t = reserve_at(want, meta_bytes + heads_bytes, MAP_FIXED_NOREPLACE);
   if (t == want) return base;
-  if (t) os_unmap(t, heads_bytes); /* a kernel that took it as a hint */
+  if (t) os_unmap(t, meta_bytes + heads_bytes); /* a kernel that took it as a hint */
   os_unmap((void *)base, size);
   return 0;
 }
@@ -410,22 +423,20 @@ bool arena_init(size_t size, size_t max) {
   size_t nslots = size >> SLOT_SHIFT, maxslots = max >> SLOT_SHIFT;
   size_t meta_bytes = maxslots * sizeof(span_t), heads_bytes = maxslots * sizeof(span_t *);
   size_t tags_bytes = maxslots * sizeof(uint16_t);
-  span_t *meta = os_reserve(meta_bytes);
-  if (!meta) return false;
   _Atomic uint16_t *tags = os_reserve(tags_bytes);
   uintptr_t base = tags ? arena_reserve(size, maxslots, max > size ? arena_hint() : 0) : 0;
   if (!base) {
     if (tags) os_unmap((void *)tags, tags_bytes);
-    os_unmap(meta, meta_bytes);
     return false;
   }
   span_t **heads = (span_t **)(base - HEADS_GAP);
+  span_t *meta = (span_t *)(void *)heads - 1; /* slot 0's entry; slot i's at meta - i */
   /* Small spans must not be inflated by transparent huge pages; with
    * RILL_HUGEPAGES=1 a program asks for them once it has grown (huge_advise),
    * so small programs do not balloon. */
   arena_advise(base, 0, size);
   huge_setup(base, max);
-  sys_advise(meta, meta_bytes, MADV_NOHUGEPAGE);
+  sys_advise((char *)heads - meta_bytes, meta_bytes, MADV_NOHUGEPAGE);
   sys_advise(heads, heads_bytes, MADV_NOHUGEPAGE);
   rill_arena.base = base;
   rill_arena.size = size;
@@ -456,8 +467,7 @@ bool arena_init(size_t size, size_t max) {
  * layers above could not fit their tables beside an arena of this size). */
 void arena_release(void) {
   size_t n = rill_arena.max_slots;
-  os_unmap(rill_arena.meta, n * sizeof(span_t));
-  os_unmap(rill_arena.heads, n * sizeof(span_t *));
+  os_unmap(span_of_index(n - 1), n * sizeof(span_t) + n * sizeof(span_t *));
   os_unmap((void *)rill_arena.tags, n * sizeof(uint16_t));
   os_unmap((void *)rill_arena.base, rill_arena.size);
 #if RILL_DEBUG
@@ -496,7 +506,7 @@ static bool cover_commit(size_t to) {
   if (want < to) want = to;
   want = (want + COVER_STEP - 1) & ~(COVER_STEP - 1);
   if (want > arena_slots()) want = arena_slots();
-  if (!os_commit_grow(rill_arena.meta, from * sizeof(span_t), want * sizeof(span_t)) ||
+  if (!os_commit_down(span_of_index(0) + 1, from * sizeof(span_t), want * sizeof(span_t)) ||
       !os_commit_grow(rill_arena.heads, from * sizeof(span_t *), want * sizeof(span_t *)) ||
       !os_commit_grow((void *)rill_arena.tags, from * sizeof(uint16_t), want * sizeof(uint16_t)))
     return false;
@@ -693,7 +703,7 @@ void arena_fit(size_t limit) {
   size_t max = rill_arena.max_slots, fit = (limit >> SLOT_SHIFT) / unit * unit;
   if (fit < keep) fit = keep;
   if (fit < max) {
-    os_unmap(&rill_arena.meta[fit], (max - fit) * sizeof(span_t));
+    os_unmap(span_of_index(max - 1), (max - fit) * sizeof(span_t));
     os_unmap(&rill_arena.heads[fit], (max - fit) * sizeof(span_t *));
     os_give_back((void *)rill_arena.tags, fit * sizeof(uint16_t), max * sizeof(uint16_t));
 #if RILL_DEBUG

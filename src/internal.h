@@ -326,7 +326,8 @@ typedef struct arena {
   uintptr_t base;     /* slot 0; it never holds a span */
   size_t bound;       /* bytes from base whose head entries are all set (arena_cover); grows */
   size_t size;        /* bytes reserved */
-  span_t *meta;       /* one span_t per slot; only a span's first slot's is used */
+  span_t *meta;       /* one span_t per slot, slot i's at meta - i (span_of_index); only a
+                       * span's first slot's is used */
   span_t **heads;     /* per slot: its span's entry, or meta[0] (no span) below bound; above it
                        * never read (unmapped with RILL_COMMIT); at base - HEADS_GAP */
   size_t nslots;      /* slots reserved now; grows under a limit (arena_grow) */
@@ -358,15 +359,23 @@ void arena_hole(unsigned k, size_t lo, size_t hi) INTERNAL;
 /* fn for each stretch of the arena in use, as addresses (mlockall, mlock.c). */
 void arena_each_used(void (*fn)(uintptr_t lo, uintptr_t hi, size_t *sum), size_t *sum) INTERNAL;
 
+/* The span entries grow down from the head table's first byte, which grows
+ * up: the parts of both in use meet there, on one page-table page for a
+ * program's first 64 MiB of arena, where each had its own (a fork copies
+ * every page-table page and the child frees it again: "What a fork costs",
+ * docs/benchmarks.md). */
 static inline span_t *span_of_index(size_t i) {
-  return &rill_arena.meta[i];
+  return rill_arena.meta - i;
 }
 static inline size_t span_index(const span_t *sp) {
-  return (size_t)(sp - rill_arena.meta);
+  return (size_t)(rill_arena.meta - sp);
 }
 /* The head table sits this far below the arena's base, in the same
  * reservation, so free finds it from the base it has loaded anyway: a span
- * pointer per slot of the largest arena (1 TiB / 16 KiB * 8 bytes). */
+ * pointer per slot of the largest arena (1 TiB / 16 KiB * 8 bytes), and
+ * HEADS_SKEW more, so that with the base on a 2 MiB boundary the table
+ * starts mid-way through a 2 MiB region and the entries below it share
+ * that region's page table. */
 #define ARENA_MAX ((size_t)1 << 40)
 #define ARENA_MIN ((size_t)4 << 20) /* under a tight ulimit -v */
 /* The arena's steps under an address-space limit of `limit` bytes: whole
@@ -375,7 +384,8 @@ static inline size_t span_index(const span_t *sp) {
 static inline size_t limit_unit(size_t limit) {
   return limit / 2 >= 2 * LARGE_MAX ? LARGE_MAX : HUGE_PAGE;
 }
-#define HEADS_GAP ((uintptr_t)8 * (ARENA_MAX >> SLOT_SHIFT))
+#define HEADS_SKEW ((uintptr_t)1 << 20)
+#define HEADS_GAP  ((uintptr_t)8 * (ARENA_MAX >> SLOT_SHIFT) + HEADS_SKEW)
 /* The span holding arena offset `off` (< rill_arena.bound): meta[0], with
  * no blocks, if none does. One load: the entry is the span's pointer, read
  * at a constant distance from the base (no table pointers to load, no index
