@@ -93,30 +93,29 @@ void *os_reserve(size_t n) {
   return reserve_at(NULL, n, 0);
 }
 
-/* Makes bytes from .. to of a table from os_reserve usable, by whole pages:
- * part of core dumps, and with RILL_COMMIT=demand writable. The call that
- * covered .. from did so for its pages up to from's page end. */
-bool os_commit_grow(void *tab, size_t from, size_t to) {
-  if (to <= from) return true;
-  uintptr_t pg = rill_arena.page, t = (uintptr_t)tab;
-  uintptr_t a = (from ? t + from + pg - 1 : t) & ~(pg - 1), b = (t + to + pg - 1) & ~(pg - 1);
+/* Pages a .. b of a table, usable: part of core dumps, and with
+ * RILL_COMMIT=demand writable. */
+static bool commit_pages(uintptr_t a, uintptr_t b) {
   if (b <= a) return true;
   if (rill_opt.commit_demand && !sys_protect((void *)a, b - a, PROT_READ | PROT_WRITE))
     return false;
   sys_advise((void *)a, b - a, MADV_DODUMP);
   return true;
 }
-/* The same for a table that grows down from `top` (page aligned, the span
+/* Makes bytes from .. to of a table from os_reserve usable, by whole pages.
+ * The call that covered .. from did so for its pages up to from's page end. */
+bool os_commit_grow(void *tab, size_t from, size_t to) {
+  if (to <= from) return true;
+  uintptr_t pg = rill_arena.page, t = (uintptr_t)tab;
+  uintptr_t a = (from ? t + from + pg - 1 : t) & ~(pg - 1), b = (t + to + pg - 1) & ~(pg - 1);
+  return commit_pages(a, b);
+}
+/* The same for a table that grows down from `top` (page aligned: the span
  * entries): bytes top - to .. top - from. */
 static bool os_commit_down(void *top, size_t from, size_t to) {
   if (to <= from) return true;
   uintptr_t pg = rill_arena.page, t = (uintptr_t)top;
-  uintptr_t a = (t - to) & ~(pg - 1), b = (t - from) & ~(pg - 1);
-  if (b <= a) return true;
-  if (rill_opt.commit_demand && !sys_protect((void *)a, b - a, PROT_READ | PROT_WRITE))
-    return false;
-  sys_advise((void *)a, b - a, MADV_DODUMP);
-  return true;
+  return commit_pages((t - to) & ~(pg - 1), (t - from) & ~(pg - 1));
 }
 
 /* Gives pages back; the range stays mapped and reads as zero afterwards.
