@@ -767,8 +767,11 @@ def medians(records, spec: Spec, allocs, keys) -> dict:
             for r in rs:
                 if r["metric"] in HIGHER_IS_BETTER:
                     thr.append(r["value"])
-                elif r["ops"] and r["value"] > 0 and r["unit"] == "s":
-                    thr.append(r["ops"] / r["value"])
+                elif r["value"] > 0 and r["unit"] in ("s", "ms", "us"):
+                    # operations a second; a time with no count of operations
+                    # (fork's us a fork) as its inverse, whose ratios are
+                    # the speedups the charts draw
+                    thr.append((r["ops"] or 1) / r["value"])
             frags = [r["fragmentation"] for r in rs if r["fragmentation"]]
             lives = [r["live_peak_bytes"] for r in rs if r["live_peak_bytes"]]
             out[(a.name, k)] = {

@@ -134,5 +134,24 @@ class RunPath(unittest.TestCase):
             self.assertIn("rill built since the run", text)  # no machine.json, no library
 
 
+class ChartRates(unittest.TestCase):
+    """The speedup charts divide rates: a time with no count of operations
+    (fork's us a fork) counts as its inverse. Its chart was empty before."""
+
+    def test_time_without_ops_gives_a_rate(self):
+        from types import SimpleNamespace as NS
+        import run
+        spec = NS(kind="threads", name="fork")
+        rs = [dict(rec("fork", a, v, metric="us_per_fork", unit="us"), ops=None,
+                   fragmentation=None, live_peak_bytes=None, peak_rss_kib=2000)
+              for a, v in (("rill", 400.0), ("glibc", 200.0))]
+        med = run.medians(rs, spec, [NS(name="rill"), NS(name="glibc")], [1])
+        self.assertAlmostEqual(med[("glibc", 1)]["throughput"] / med[("rill", 1)]["throughput"], 2.0)
+        ops = dict(rec("shbench", "rill", 2.0), ops=1000, fragmentation=None,
+                   live_peak_bytes=None, peak_rss_kib=2000)
+        med = run.medians([ops], NS(kind="threads", name="shbench"), [NS(name="rill")], [1])
+        self.assertAlmostEqual(med[("rill", 1)]["throughput"], 500.0)
+
+
 if __name__ == "__main__":
     unittest.main()
