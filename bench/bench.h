@@ -323,22 +323,26 @@ static inline long bench_rss_kib(void) {
   return s ? strtol(s + 1, NULL, 10) * (sysconf(_SC_PAGESIZE) / 1024) : -1;
 }
 
-/* Peak RSS of this process image from /proc (VmHWM, KiB), or -1. Unlike
- * ru_maxrss it does not include the parent's RSS from before the exec. */
-static inline long bench_vm_hwm_kib(void) {
+/* A field of /proc/self/status in KiB (key with its colon: "VmPTE:"), or -1. */
+static inline long bench_status_kib(const char *key) {
   FILE *f = fopen("/proc/self/status", "r");
   if (f == NULL) return -1;
   char line[256];
+  size_t n = strlen(key);
   long kib = -1;
   while (fgets(line, sizeof line, f) != NULL) {
-    if (strncmp(line, "VmHWM:", 6) == 0) {
-      kib = strtol(line + 6, NULL, 10);
+    if (strncmp(line, key, n) == 0) {
+      kib = strtol(line + n, NULL, 10);
       break;
     }
   }
   fclose(f);
   return kib;
 }
+
+/* Peak RSS of this process image (VmHWM, KiB), or -1. Unlike ru_maxrss it
+ * does not include the parent's RSS from before the exec. */
+static inline long bench_vm_hwm_kib(void) { return bench_status_kib("VmHWM:"); }
 
 /* The process's private writable mappings, KiB: what a kernel with strict
  * overcommit (vm.overcommit_memory=2) charges it, touched or not. With

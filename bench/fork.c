@@ -8,6 +8,7 @@
  * process they start. */
 #include "bench.h"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 static pthread_barrier_t ready, done;
@@ -88,6 +89,13 @@ int main(int argc, char **argv) {
   pthread_barrier_wait(&ready);
   bench_live_note_peak(live * (int64_t)threads);
 
+  /* what the kernel copies at each fork: the parent's anonymous pages' page
+   * tables (VmPTE) and its mappings; read before the forks, stdio allowed */
+  long anon_kib = bench_status_kib("RssAnon:"), pte_kib = bench_status_kib("VmPTE:");
+  long mappings = bench_maps_kib(true);
+  struct rusage self0, kids0, self1, kids1;
+  getrusage(RUSAGE_SELF, &self0);
+  getrusage(RUSAGE_CHILDREN, &kids0);
   double t0 = bench_now();
   for (uint64_t k = 0; k < forks; k++) {
     pid_t pid = fork();
@@ -107,6 +115,8 @@ int main(int argc, char **argv) {
       bench_die("a child failed");
   }
   double elapsed = bench_now() - t0;
+  getrusage(RUSAGE_SELF, &self1);
+  getrusage(RUSAGE_CHILDREN, &kids1);
 
   pthread_barrier_wait(&done);
   for (unsigned i = 1; i < threads; i++) pthread_join(th[i], NULL);
@@ -116,6 +126,13 @@ int main(int argc, char **argv) {
   bench_kv_u64("forks", forks);
   bench_kv_dbl("elapsed_s", elapsed);
   bench_kv_u64("blocks", opt_blocks);
+  /* minor faults a fork in the parent (its pages written after the fork,
+   * copied on write) and in each child */
+  bench_kv_dbl("parent_faults", (double)(self1.ru_minflt - self0.ru_minflt) / (double)forks);
+  bench_kv_dbl("child_faults", (double)(kids1.ru_minflt - kids0.ru_minflt) / (double)forks);
+  bench_kv_u64("rss_anon_kib", (uint64_t)anon_kib);
+  bench_kv_u64("vm_pte_kib", (uint64_t)pte_kib);
+  bench_kv_u64("mappings", (uint64_t)mappings);
   bench_result_end();
   return 0;
 }

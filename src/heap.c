@@ -44,6 +44,21 @@ static heap_t shared[SHARED_N] = {{FIXED_HEAP(2)}, {FIXED_HEAP(3)}, {FIXED_HEAP(
                                   {FIXED_HEAP(8)}, {FIXED_HEAP(9)}};
 _Static_assert(SHARED_N == 8, "one initializer per shared heap");
 static _Atomic int shared_lock[SHARED_N];
+/* Set under shared_lock[k] before shared heap k first allocates, never
+ * cleared. A shared heap never used owns no span, so nothing else reaches
+ * its lists, and the sweeps, adoptions and fork's prepare leave its lock
+ * alone: the locks sit a record (about a page) apart, which fork made the parent
+ * and the child copy on write (docs/benchmarks.md, "Where a fork's time
+ * goes"). Fork's prepare holds every shared_lock[k] before it reads these,
+ * so none turns true while it holds the heaps. */
+static _Atomic bool shared_used[SHARED_N];
+static inline void shared_enter(unsigned k) {
+  spin_lock(&shared_lock[k]);
+  if (!atomic_load_explicit(&shared_used[k], RLX)) atomic_store_explicit(&shared_used[k], true, RLX);
+}
+static inline bool shared_in_use(unsigned k) {
+  return atomic_load_explicit(&shared_used[k], RLX);
+}
 static heap_t orphanage; /* below, "spans handed back by other threads" */
 /* The heap of every young thread (below, "young blocks"): all its hot spans
  * are the empty span, so each malloc takes the slow path, and it owns no
@@ -236,7 +251,7 @@ static NOINLINE void *young_alloc(unsigned cls) {
   uint64_t e = pool_epoch();
   if (atomic_load_explicit(&young_beat, RLX) != e) atomic_store_explicit(&young_beat, e, RLX);
   unsigned k = young_tls.k;
-  spin_lock(&shared_lock[k]);
+  shared_enter(k);
   void *p = heap_alloc_class(&shared[k], young_cls[cls]);
   spin_unlock(&shared_lock[k]);
   return p;
@@ -903,7 +918,8 @@ static span_t *shared_adopt(heap_t *h, unsigned cls) {
       young_cls[cls] != cls || atomic_load_explicit(&young_beat, RLX) == pool_epoch())
     return NULL;
   for (unsigned i = 0; i < SHARED_N; i++) {
-    span_t *sp = adopt_from(h, &shared[(h->id + i) % SHARED_N], cls, false);
+    unsigned k = (h->id + i) % SHARED_N;
+    span_t *sp = shared_in_use(k) ? adopt_from(h, &shared[k], cls, false) : NULL;
     if (sp) return sp;
   }
   return NULL;
@@ -1287,7 +1303,7 @@ void *heap_alloc_slow(heap_t *h, size_t n, size_t align, bool *zeroed) {
   if (h == &young_heap && (p = young_request(n, align, zeroed, &h)) != NULL) return p;
   if (h == &rill_done_heap) {
     if (!atomic_load_explicit(&rill_ready, ACQ) && !rill_init()) return NULL;
-    spin_lock(&backing_lock);
+    shared_enter(0);
     p = heap_alloc_any(&backing, n, align, zeroed);
     spin_unlock(&backing_lock);
   } else {
@@ -1757,7 +1773,8 @@ static size_t heap_sweep(heap_t *h) {
 size_t heap_sweep_all(bool idle_only) {
   uint64_t e = pool_epoch();
   size_t n = heap_sweep(&orphanage);
-  for (unsigned k = 0; k < SHARED_N; k++) n += heap_sweep(&shared[k]);
+  for (unsigned k = 0; k < SHARED_N; k++)
+    if (shared_in_use(k)) n += heap_sweep(&shared[k]);
   uint32_t top = heap_count();
   if (top > max_heaps) top = max_heaps;
   for (uint32_t i = 0; i < top; i++) {
@@ -2077,8 +2094,9 @@ void *large_alloc_moved(heap_t *h, size_t n) {
  * unlinked in the child; a free in the child may claim a span of any heap. */
 /* The heaps whose locks fork_prepare holds: every record handed out, since
  * none is handed out while it holds heaps_new_lock (a record reused from the
- * free list is counted already). The commit lock too: heap_fit takes it
- * alone. */
+ * free list is counted already), and the shared heaps ever used (no other
+ * turns used while it holds their shared_lock). The commit lock too:
+ * heap_fit takes it alone. */
 void heap_fork_prepare(void) {
   for (unsigned k = 0; k < SHARED_N; k++) fork_hold(&shared_lock[k]);
   fork_hold(&heaps_new_lock);
@@ -2088,7 +2106,8 @@ void heap_fork_prepare(void) {
   /* hot locks first: an owner takes its hot lock, then list locks */
   for (uint32_t i = 0; i < n; i++) fork_hold(&heaps[i].hot_lock);
   for (uint32_t i = 0; i < n; i++) fork_hold(&heaps[i].lock);
-  for (unsigned k = 0; k < SHARED_N; k++) fork_hold(&shared[k].lock);
+  for (unsigned k = 0; k < SHARED_N; k++)
+    if (shared_in_use(k)) fork_hold(&shared[k].lock);
   fork_hold(&orphanage.lock);
 }
 void heap_fork_child(void) {

@@ -7,8 +7,9 @@
  *   --lib   handlers from fork_lib.c's constructor, which ran before rill's: they run while
  *           rill holds its locks, which the forking thread re-enters.
  *   --nested  no handlers of its own: forks nest three generations deep, each process
- *           forking three children while its threads allocate, so every child's locks
- *           were held across the fork that made it and must serve it and its own forks.
+ *           forking three children while its threads allocate and short threads come
+ *           and go, so every child's locks were held across the fork that made it and
+ *           must serve it and its own forks.
  * The handlers allocate huge blocks, runs and small blocks; three threads allocate all the
  * while; each child allocates and exits. A hang is a failure (alarm). */
 #include "rill_test.h"
@@ -59,14 +60,46 @@ static void on_alarm(int sig) {
   _exit(1);
 }
 
+/* A crowd of short threads, 40 at a time until `stop`: from the 32nd live thread on, rill
+ * makes a new thread young (its first blocks come from the shared heaps, one per thread in
+ * turn). Each hands its blocks to the crowd's thread, which frees them, so forks meet
+ * shared heaps used, in use and about to be used for the first time. */
+#define CROWD 40
+static pthread_barrier_t crowd_met;
+static void *young_one(void *arg) {
+  void **out = arg;
+  for (int i = 0; i < 8; i++) out[i] = malloc(16 + (size_t)i * 40);
+  pthread_barrier_wait(&crowd_met); /* alive until all have started */
+  return NULL;
+}
+static void *crowd(void *arg) {
+  (void)arg;
+  void *got[CROWD][8];
+  pthread_barrier_init(&crowd_met, NULL, CROWD);
+  while (!atomic_load(&stop)) {
+    pthread_t y[CROWD];
+    for (int k = 0; k < CROWD; k++)
+      if (pthread_create(&y[k], NULL, young_one, got[k])) DIE("pthread_create failed");
+    for (int k = 0; k < CROWD; k++) {
+      pthread_join(y[k], NULL);
+      for (int i = 0; i < 8; i++) {
+        if (!got[k][i]) return (void *)1;
+        free(got[k][i]);
+      }
+    }
+  }
+  return NULL;
+}
+
 /* One generation of --nested: threads allocating small blocks, runs and huge blocks (every
  * kind of lock rill holds across fork) while this process forks three children, each of
  * which does the same one generation down and trims; returns the number of failures. */
 static int generation(int depth) {
   atomic_store(&stop, false);
-  pthread_t t[2];
+  pthread_t t[3];
   for (size_t i = 0; i < 2; i++)
     if (pthread_create(&t[i], NULL, churn, (void *)(i + 1))) return 1;
+  if (pthread_create(&t[2], NULL, crowd, NULL)) return 1;
   int bad = 0;
   for (int k = 0; k < 3 && depth > 0; k++) {
     pid_t pid = fork();
@@ -85,9 +118,11 @@ static int generation(int depth) {
     if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) bad++;
   }
   atomic_store(&stop, true);
+  void *crowd_failed = NULL;
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  pthread_join(t[2], &crowd_failed);
   malloc_trim(0);
-  return bad;
+  return bad + (crowd_failed != NULL);
 }
 
 int main(int argc, char **argv) {
