@@ -342,7 +342,9 @@ static inline long bench_status_kib(const char *key) {
 
 /* Peak RSS of this process image (VmHWM, KiB), or -1. Unlike ru_maxrss it
  * does not include the parent's RSS from before the exec. */
-static inline long bench_vm_hwm_kib(void) { return bench_status_kib("VmHWM:"); }
+static inline long bench_vm_hwm_kib(void) {
+  return bench_status_kib("VmHWM:");
+}
 
 /* The process's private writable mappings, KiB: what a kernel with strict
  * overcommit (vm.overcommit_memory=2) charges it, touched or not. With

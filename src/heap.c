@@ -54,7 +54,8 @@ static _Atomic int shared_lock[SHARED_N];
 static _Atomic bool shared_used[SHARED_N];
 static inline void shared_enter(unsigned k) {
   spin_lock(&shared_lock[k]);
-  if (!atomic_load_explicit(&shared_used[k], RLX)) atomic_store_explicit(&shared_used[k], true, RLX);
+  if (!atomic_load_explicit(&shared_used[k], RLX))
+    atomic_store_explicit(&shared_used[k], true, RLX);
 }
 static inline bool shared_in_use(unsigned k) {
   return atomic_load_explicit(&shared_used[k], RLX);
