@@ -903,6 +903,40 @@ def soak_section(h: Harness, allocs) -> list[str]:
     return L
 
 
+def fork_section(h: Harness, allocs) -> list[str]:
+    """What each allocator leaves the kernel to copy at a fork: bench_fork's
+    own readings, taken in the parent before its forks."""
+    recs = ok_records(h.records, benchmark="fork")
+    if not recs or all(r["params"].get("parent_faults") is None for r in recs):
+        return []
+    L = ["## fork: what the kernel copies", ""]
+    L.append(f"`bench_fork {recs[0]['params'].get('args', '')}`, read by the program: minor "
+             "faults a fork in the parent (pages written after the fork, copied on write) and "
+             "in each child (getrusage), and before the forks the parent's anonymous resident "
+             "memory (RssAnon), its page tables (VmPTE) and its mappings: a fork copies the "
+             "page-table entries of every anonymous resident page and the child's exit tears "
+             "them down (docs/benchmarks.md, \"Where a fork's time goes\"). Medians.")
+    L.append("")
+    head = ["allocator", "threads", "us a fork", "faults: parent", "faults: child",
+            "RssAnon (KiB)", "VmPTE (KiB)", "mappings"]
+    rows = []
+    for t in sorted({r["threads"] for r in recs}):
+        for al in allocs:
+            rs = [r for r in recs if r["allocator"] == al.name and r["threads"] == t]
+            if not rs:
+                continue
+
+            def med(key, fmt="{:.0f}"):
+                v = median_of(rs, key)
+                return "-" if v is None else fmt.format(v)
+            rows.append([al.name, str(t), fmt_value(median_field(rs, "value"), "us"),
+                         med("parent_faults", "{:.1f}"), med("child_faults", "{:.1f}"),
+                         med("rss_anon_kib"), med("vm_pte_kib"), med("mappings")])
+    L += md_table(head, rows)
+    L.append("")
+    return L
+
+
 def fmt_secs(v: Optional[float]) -> str:
     if v is None:
         return "-"
@@ -1238,6 +1272,7 @@ def write_summary(path: Path, h: Harness, specs, allocs, skipped, thread_counts,
             L.append("")
 
     L += soak_section(h, allocs)
+    L += fork_section(h, allocs)
     L += growth_section(h, specs, allocs)
     L += hugepages_section(h, specs, allocs, info)
     L += syscalls_section(h, specs, allocs)

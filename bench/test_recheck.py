@@ -153,5 +153,32 @@ class ChartRates(unittest.TestCase):
         self.assertAlmostEqual(med[("rill", 1)]["throughput"], 500.0)
 
 
+class ForkSection(unittest.TestCase):
+    """The report's fork table: bench_fork's own readings, medians per
+    allocator and thread count; none when the runs had no such fields."""
+
+    def test_medians_of_the_fields(self):
+        from types import SimpleNamespace as NS
+        import run
+
+        def fork(alloc, us, parent, child, threads=1):
+            r = rec("fork", alloc, us, threads=threads, metric="us_per_fork", unit="us")
+            r["params"].update(parent_faults=str(parent), child_faults=str(child),
+                               rss_anon_kib="800", vm_pte_kib="88", mappings="45")
+            return r
+        recs = [fork("rill", 400.0, 9.0, 52.0), fork("rill", 500.0, 14.0, 50.0),
+                fork("rill", 450.0, 10.0, 54.0), fork("glibc", 300.0, 2.0, 30.0),
+                fork("glibc", 900.0, 2.0, 30.0, threads=4)]
+        h = NS(records=recs)
+        text = "\n".join(run.fork_section(h, [NS(name="rill"), NS(name="glibc")]))
+        self.assertIn("| rill | 1 | 450 us | 10.0 | 52.0 | 800 | 88 | 45 |", text)
+        self.assertIn("| glibc | 4 | 900 us | 2.0 | 30.0 |", text)
+        self.assertLess(text.index("| glibc | 1 |"), text.index("| glibc | 4 |"))
+        for r in recs:
+            for k in ("parent_faults", "child_faults"):
+                del r["params"][k]
+        self.assertEqual(run.fork_section(h, [NS(name="rill")]), [])
+
+
 if __name__ == "__main__":
     unittest.main()
