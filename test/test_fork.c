@@ -60,7 +60,7 @@ static void on_alarm(int sig) {
   _exit(1);
 }
 
-/* A crowd of short threads, 40 at a time until `stop`: from the 32nd live thread on, rill
+/* A crowd of short threads, 40 at a time until `stop`: once 32 threads are live, rill
  * makes a new thread young (its first blocks come from the shared heaps, one per thread in
  * turn). Each hands its blocks to the crowd's thread, which frees them, so forks meet
  * shared heaps used, in use and about to be used for the first time. */
