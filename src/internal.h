@@ -184,6 +184,8 @@ typedef struct span {
   uint8_t run_free;          /* the first slot of a free large run (runs.c) */
   uint8_t shard;             /* a run's first slot: its shard's mark (runs.c), 0 if none */
   uint8_t warm;              /* a free run on its shard's `warm` list (runs.c) */
+  uint8_t inner_gone;        /* a free run: its inner slots' entries went back since it
+                              * was filed (runs_entries_release) */
   uint32_t lender_gen;       /* on the orphanage: `lender`'s gen when it lent the span */
   struct heap *lender;       /* on the orphanage: the idle owner that lent it, else NULL
                               * (heap_take: only the lender's frees take it back) */
@@ -528,6 +530,7 @@ bool run_resize(span_t *sp, size_t n) INTERNAL;
 #define PASS_MS 10
 size_t runs_purge(uint32_t cutoff, bool lazy, uint64_t until, size_t *left, bool *cut) INTERNAL;
 size_t runs_purge_stale(uint32_t cutoff) INTERNAL;
+void runs_entries_release(void) INTERNAL;
 size_t runs_purge_some(size_t slots, uint32_t cutoff) INTERNAL;
 void runs_fork_prepare(void) INTERNAL;
 

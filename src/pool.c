@@ -812,6 +812,7 @@ static void entries_word(size_t w, unsigned per) {
  * decommitted stretch is marked in its spans' entries), nor where a page of
  * entries covers more slots than a map word (pages over 16 KiB). */
 static void entries_release(void) {
+  runs_entries_release(); /* and free runs' inner slots' */
   unsigned per = (unsigned)(rill_arena.page / sizeof(span_t));
   if (rill_opt.commit_demand || !per || per > 64 || 64 % per) return;
   size_t nw = map_words();
