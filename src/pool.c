@@ -810,7 +810,9 @@ static void entries_word(size_t w, unsigned per) {
 
 /* Every word of the maps, under purge_lock. Not with RILL_COMMIT (a
  * decommitted stretch is marked in its spans' entries), nor where a page of
- * entries covers more slots than a map word (pages over 16 KiB). */
+ * entries covers more slots than a map word (pages over 16 KiB). Free runs'
+ * inner entries go in every mode (runs.c: decommitted runs are marked in
+ * bitmaps, not entries). */
 static void entries_release(void) {
   runs_entries_release(); /* and free runs' inner slots' */
   unsigned per = (unsigned)(rill_arena.page / sizeof(span_t));

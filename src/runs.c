@@ -1251,7 +1251,6 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, uint64_t unti
   }
 }
 
-/* One pass over every shard (called by the pool's pass, under its lock). */
 /* The entries of long-purged free runs' inner slots. A purge that gives
  * back a whole run gives back its inner entries too (shard_purge), but it
  * then merges the run with its free neighbours, whose head entries become
@@ -1263,8 +1262,9 @@ static size_t shard_purge(shard_t *sh, uint32_t cutoff, bool lazy, uint64_t unti
  * cut of a run holds, a run with no pages gives back the whole pages of
  * entries among its inner slots, once per filing. Runs of a page's worth
  * of slots or fewer hold no such page. At most ENTRY_LOOKS runs a shard a
- * call, so that a heap of thousands of free runs does not hold the lock
- * long; those left wait for the pool's next settle. */
+ * call, from the shortest bin up, so that a heap of thousands of free runs
+ * does not hold the lock long: runs past them keep their inner entries, as
+ * all did before. */
 #define ENTRY_LOOKS 4096
 void runs_entries_release(void) {
   size_t per = rill_arena.page / sizeof(span_t);
@@ -1286,6 +1286,7 @@ void runs_entries_release(void) {
   }
 }
 
+/* One pass over every shard (called by the pool's pass, under its lock). */
 size_t runs_purge(uint32_t cutoff, bool lazy, uint64_t until, size_t *left, bool *cut) {
   size_t bytes = 0;
   *left = 0;
