@@ -1096,9 +1096,8 @@ static inline uint32_t cache_budget(void) {
  * the count just before; the next start or exit sets it right. */
 static void live_moved(void) {
   uint32_t live = atomic_load_explicit(&heaps_live, RLX);
-  atomic_store_explicit(
-      &cache_cap, live <= CACHE_BYTES_ALL / CACHE_BYTES ? CACHE_BYTES : CACHE_BYTES_ALL / live,
-      RLX);
+  STORE_NEW(&cache_cap,
+            live <= CACHE_BYTES_ALL / CACHE_BYTES ? CACHE_BYTES : CACHE_BYTES_ALL / live);
 }
 /* The owner's free of b into its own floating span sp: kept if there is
  * room. It is free's first test past the fast path, inline, so a kept block
@@ -2119,7 +2118,7 @@ void heap_fork_child(void) {
   if (mine) atomic_store_explicit(&h->tid, (int32_t)gettid(), RLX);
   /* the parent's other threads do not exist here: a crowd of them must not
    * make the child's threads young (their records are never given back) */
-  atomic_store_explicit(&heaps_live, mine ? 1 : 0, RLX);
+  STORE_NEW(&heaps_live, mine ? 1u : 0u);
   live_moved();
-  atomic_store_explicit(&young_live, young ? 1 : 0, RLX);
+  STORE_NEW(&young_live, young ? 1u : 0u);
 }

@@ -21,6 +21,14 @@
 #define ACQ         memory_order_acquire
 #define REL         memory_order_release
 #define ACQREL      memory_order_acq_rel
+/* A relaxed store that leaves the word alone when it holds the value
+ * already. The child of fork copies each page it shares with the parent at
+ * its first write to it, so the child's handlers store only what changes. */
+#define STORE_NEW(p, v)                                                                            \
+  do {                                                                                             \
+    __typeof__(v) v_ = (v);                                                                        \
+    if (atomic_load_explicit((p), RLX) != v_) atomic_store_explicit((p), v_, RLX);                 \
+  } while (0)
 
 #ifndef RILL_VARIANT
 #define RILL_VARIANT 0 /* 0 = thread-local heaps, 1 = global lock, 2 = hashed sub-heaps */

@@ -226,9 +226,8 @@ void purger_kick(void) {
  * one too); by default, only once the child itself runs a second thread: a
  * child that sets up a namespace before exec is single-threaded. */
 void purger_fork_child(void) {
-  atomic_store_explicit(&threads, 1, RLX); /* the forking thread */
+  STORE_NEW(&threads, 1u); /* the forking thread */
   int st = atomic_load_explicit(&rill_purger_state, RLX);
   if (st == PURGER_OFF) return;
-  atomic_store_explicit(&rill_purger_state, mode == PURGE_THREAD_ON ? PURGER_WANTED : PURGER_AUTO,
-                        RLX);
+  STORE_NEW(&rill_purger_state, mode == PURGE_THREAD_ON ? PURGER_WANTED : PURGER_AUTO);
 }
