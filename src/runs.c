@@ -54,10 +54,17 @@ static inline void head_set(size_t slot, size_t first) {
 
 #define BINS      64
 #define RUN_WHOLE 2 /* run_free: a big class's run filed whole (file_whole) */
-/* Only runs this short are kept whole: the classes up to 64 KiB. Longer
- * ones, of many more lengths, were stranded in the object-size sweep at
- * 64-256 KiB (+13% peak at 4 threads; docs/benchmarks.md). */
-#define WHOLE_SLOTS_MAX 8
+/* Only the runs of classes up to 64 KiB are kept whole: 4-8 slots, and
+ * 10-16 for the classes of 4.5-8 KiB, whose spans hold 32 blocks. Those of
+ * the classes above, of many more lengths, were stranded in the
+ * object-size sweep at 64-256 KiB (+13% peak at 4 threads). Merged at once,
+ * the 4.5-8 KiB classes' runs were cut again from longer free runs and left
+ * pieces of 1-3 slots, which no class's span fits, beside the whole runs
+ * of the 9-16 KiB classes: in the sweep at 4-16 KiB, 57 such pieces and
+ * 1.8 MiB resident at the peak (docs/benchmarks.md, "Whole runs for the
+ * classes of 4.5-8 KiB"). */
+#define WHOLE_SLOTS_MAX 16
+#define WHOLE_BLOCK_MAX ((size_t)64 * 1024)
 #define WARMS           8 /* warm lists: runs of 1, 2-3, 4-7, .. 64-127, and 128 slots or more */
 typedef struct shard {
   _Atomic int lock;
@@ -925,7 +932,8 @@ void run_put(span_t *sp) {
   atomic_store_explicit(&sp->xf, XF_MAKE(ST_FREE, 0, 0), RLX);
   spin_lock(&sh->lock);
   freed_mark(span_index(sp), sp->nslots); /* its object or blocks wrote it */
-  if (sp->cls != CLS_LARGE && class_is_run(sp->cls) && sp->nslots <= WHOLE_SLOTS_MAX)
+  if (sp->cls != CLS_LARGE && class_is_run(sp->cls) && sp->nslots <= WHOLE_SLOTS_MAX &&
+      class_size(sp->cls) <= WHOLE_BLOCK_MAX)
     file_whole(sh, sp);
   else
     release(sh, sp);
