@@ -189,7 +189,7 @@ typedef struct span {
   _Atomic uint32_t gone_n;   /* pooled, RILL_COMMIT: slots of the stretch decommitted with
                               * this span (pool.c, pool_recommit); 0 if none */
   uint32_t gone_first;       /* pooled, RILL_COMMIT: the stretch's first slot */
-  uint8_t run_free;          /* the first slot of a free large run (runs.c) */
+  uint8_t run_free;          /* the first slot of a free large run (runs.c): 1, or RUN_WHOLE */
   uint8_t shard;             /* a run's first slot: its shard's mark (runs.c), 0 if none */
   uint8_t warm;              /* a free run on its shard's `warm` list (runs.c) */
   uint8_t inner_gone;        /* a free run: its inner slots' entries went back since it
@@ -203,6 +203,7 @@ typedef struct span {
   struct span *warm_prev, *warm_next;
   uint32_t warm_opens;
 } span_t;
+#define RUN_WHOLE 2 /* run_free: a big class's run filed whole (runs.c, file_whole) */
 
 _Static_assert(sizeof(span_t) == 256, "span metadata is four cache lines (a shift indexes it)");
 

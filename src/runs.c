@@ -52,8 +52,7 @@ static inline void head_set(size_t slot, size_t first) {
   __atomic_store_n(&rill_arena.heads[slot], span_of_index(first), __ATOMIC_RELAXED);
 }
 
-#define BINS      64
-#define RUN_WHOLE 2 /* run_free: a big class's run filed whole (file_whole) */
+#define BINS 64
 /* Only the runs of classes up to 64 KiB are kept whole: 4-8 slots, and
  * 10-16 for the classes of 4.5-8 KiB, whose spans hold 32 blocks. Those of
  * the classes above, of many more lengths, were stranded in the
