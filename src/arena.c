@@ -185,6 +185,51 @@ void os_wake(_Atomic uint32_t *w) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/* ---- the locks' waits (spin_lock) -----------------------------------------
+ * 1 and up while this thread waits for a lock here, or under TSan is inside
+ * any call (owner_enter): the lender leaves its heap alone (owner_busy). */
+__thread _Atomic int rill_inside;
+
+#define LOCK_SPINS  64 /* pauses: a holder on another CPU is about done */
+#define LOCK_YIELDS 16 /* then yields: a holder preempted on this CPU runs */
+
+/* spin_lock's wait, from `seen`, the word its first compare-and-swap met.
+ * Once asleep, a thread takes the lock as LOCK_SLEEPERS: others may still
+ * sleep on it, and its own unlock must wake the next (a futex mutex as in
+ * Drepper's "Futexes Are Tricky", its third version). A fork's mark is
+ * waited out awake: nothing wakes a sleeper when the fork lets its locks go
+ * (fork_locks_release writes no lock word), and the fork is brief. */
+void lock_wait(_Atomic int *l, int seen) {
+  bool slept = false;
+  for (unsigned tries = 0;; tries++) {
+    if (seen == 0 || lock_stale(seen)) {
+      int want = slept ? LOCK_SLEEPERS : 1;
+      if (atomic_compare_exchange_strong_explicit(l, &seen, want, ACQ, RLX)) return;
+      continue; /* seen is the word now */
+    }
+    if (fork_reentry(seen)) return;
+    if (tries < LOCK_SPINS) {
+      cpu_relax();
+    } else if (seen >= 2 || tries < LOCK_SPINS + LOCK_YIELDS) {
+      sched_yield();
+    } else if (seen == LOCK_SLEEPERS ||
+               atomic_compare_exchange_strong_explicit(l, &seen, LOCK_SLEEPERS, RLX, RLX)) {
+      /* counted before it sleeps: the lender reads it after seeing it asleep */
+      atomic_fetch_add_explicit(&rill_inside, 1, memory_order_seq_cst);
+      syscall(SYS_futex, (int *)l, FUTEX_WAIT_PRIVATE, LOCK_SLEEPERS, NULL, NULL, 0);
+      atomic_fetch_sub_explicit(&rill_inside, 1, RLX);
+      slept = true;
+    } else {
+      continue; /* the word changed under the compare-and-swap: seen has it */
+    }
+    seen = atomic_load_explicit(l, RLX);
+  }
+}
+/* Wakes n of the threads asleep on lock l. */
+void lock_wake(_Atomic int *l, int n) {
+  syscall(SYS_futex, (int *)l, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
 /* Reads /proc/self/task/<tid>/<name> into buf (NUL-terminated); false if it
  * cannot (no /proc, the thread is gone, out of descriptors). */
 static bool task_file(int tid, const char *name, char *buf, size_t cap) {

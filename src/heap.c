@@ -31,9 +31,6 @@ static heap_lists_t fixed_lists[2 + SHARED_N + 2];
 heap_t rill_empty_heap = {SENTINEL_HEAP(0)};
 heap_t rill_done_heap = {SENTINEL_HEAP(1)};
 __thread heap_t *rill_tls = &rill_empty_heap;
-#ifdef RILL_TSAN
-__thread _Atomic int rill_inside;
-#endif
 
 /* Locked heaps that no thread owns, never torn down: threads whose clean-up
  * already ran (other TLS destructors still calling malloc) allocate from the
@@ -1801,8 +1798,9 @@ size_t heap_sweep_all(bool idle_only) {
  * The owner's frees into a listed span take no lock (attached == owner),
  * so nothing may move one while the owner could be inside such a free. The
  * spans are moved only if the owner sleeps in a futex or epoll wait
- * (os_thread_waiting), which neither rill nor a signal handler that
- * interrupted rill can call, and sleeps there throughout: before and after
+ * (os_thread_waiting), which neither rill (but for its lock waits, which it
+ * counts: owner_busy) nor a signal handler that interrupted rill can call,
+ * and sleeps there throughout: before and after
  * `attached` is cleared, with no context switch in between. When it wakes it
  * sees the spans unattached, so its frees into them take the slow path
  * (and adopt them back, if still orphans). Only the purger thread lends:

@@ -230,6 +230,16 @@ static inline void used_set(span_t *sp, uint32_t n) {
 #if defined(__SANITIZE_THREAD__)
 #define RILL_TSAN 1
 #endif
+/* The lender's look (heap_lend) takes an owner asleep in a futex wait to be
+ * outside rill: the fast paths make no calls. Two waits are rill's own, and
+ * the owner counts itself inside while in them (rill_inside, which its heap
+ * record points at), so the lender leaves it be: a wait for a lock that
+ * another thread holds (lock_wait), in every build, and under TSan every call
+ * under way, since its runtime may wait on a futex of its own between the
+ * owner's read of a hot span and its pop (a CI report: tsan_stats_poll). */
+extern __thread _Atomic int rill_inside INTERNAL __attribute__((tls_model("initial-exec")));
+#define owner_mark(h) ((h)->inside = &rill_inside)
+#define owner_busy(h) ((h)->inside && atomic_load_explicit((h)->inside, memory_order_relaxed) != 0)
 /* heap_lend_idle moves an owner's spans once it has seen the owner asleep in
  * the kernel, which orders the owner's earlier plain writes before the move;
  * ThreadSanitizer cannot see that, so TSan builds say it (owner_release in the free fast path,
@@ -239,23 +249,13 @@ void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
 #define owner_release(h) __tsan_release((void *)&(h)->tid)
 #define owner_acquire(h) __tsan_acquire((void *)&(h)->tid)
-/* The lender's look (heap_lend) takes an owner asleep in a futex wait to be
- * outside rill: the fast paths make no calls. Under TSan they do, and its
- * runtime may wait on a futex of its own between the owner's read of a hot
- * span and its pop (a CI report: tsan_stats_poll). TSan builds count the
- * owner's calls under way, and the lender leaves an owner inside one. */
-extern __thread _Atomic int rill_inside INTERNAL __attribute__((tls_model("initial-exec")));
-#define owner_enter() atomic_fetch_add_explicit(&rill_inside, 1, memory_order_relaxed)
-#define owner_leave() atomic_fetch_sub_explicit(&rill_inside, 1, memory_order_relaxed)
-#define owner_mark(h) ((h)->inside = &rill_inside)
-#define owner_busy(h) ((h)->inside && atomic_load_explicit((h)->inside, memory_order_relaxed) != 0)
+#define owner_enter()    atomic_fetch_add_explicit(&rill_inside, 1, memory_order_relaxed)
+#define owner_leave()    atomic_fetch_sub_explicit(&rill_inside, 1, memory_order_relaxed)
 #else
 #define owner_release(h) ((void)0)
 #define owner_acquire(h) ((void)0)
 #define owner_enter()    ((void)0)
 #define owner_leave()    ((void)0)
-#define owner_mark(h)    ((void)0)
-#define owner_busy(h)    false
 #endif
 /* The fast paths' x86-64 asm (used_inc, below_check, attached_to,
  * arena_beyond): one access each, as the portable atomics would make, but
@@ -671,6 +671,7 @@ typedef struct heap {
   uint32_t id;
   _Atomic int32_t tid;        /* the owner's thread id, for heap_lend_idle's look at it */
   _Atomic uint64_t lend_seen; /* os_now_ms() when heap_lend_idle last found the owner busy */
+  _Atomic int *inside;        /* the owner's rill_inside (owner_busy) */
   _Atomic uint32_t lend_hint; /* a remote free gave a listed span room since the last look */
   _Atomic uint64_t swept;     /* pool_epoch() at the owner's last sweep of its lists (the
                                * purger reads it: heap_sweep_all) */
@@ -708,9 +709,6 @@ typedef struct heap {
   block_t *batch[BATCH_N];
 #if RILL_DEBUG
   _Atomic uint32_t owner_tid; /* the thread that owns this record now */
-#endif
-#ifdef RILL_TSAN
-  _Atomic int *inside; /* the owner's count of its calls under way (owner_busy) */
 #endif
 } heap_t;
 
@@ -834,7 +832,7 @@ static inline size_t line_bytes(size_t words, size_t stride) {
  * unlock leaves the lock held. Nothing else is ever entered twice. */
 extern _Atomic unsigned rill_fork_gen INTERNAL;
 extern _Atomic uintptr_t rill_forker INTERNAL;        /* &rill_tls of the forking thread, or 0 */
-#define LOCK_MARK(gen) (2 + (int)((gen)&0x3fffffffu)) /* 0 free, 1 held, 2 and up marked */
+#define LOCK_MARK(gen) (2 + (int)((gen)&0x3fffffffu)) /* 2 and up: marked (spin_lock) */
 /* A mark of a fork gone by: the lock is free. Acquire: what the forking
  * thread wrote under the lock happened before its handler's release. */
 static inline bool lock_stale(int seen) {
@@ -844,23 +842,23 @@ static inline bool fork_reentry(int seen) {
   return seen >= 2 && atomic_load_explicit(&rill_forker, RLX) == (uintptr_t)&rill_tls &&
          seen == LOCK_MARK(atomic_load_explicit(&rill_fork_gen, RLX));
 }
-/* spin lock for rare paths (start-up, huge registry); yields when a holder
- * was preempted, since benchmarks run more threads than cores */
+/* The locks of rill's slow paths. A waiter spins a little, then yields a
+ * little (a holder preempted on its CPU, when more threads run than cores),
+ * then sleeps in a futex wait (lock_wait) until the holder's unlock wakes it.
+ * Yielding alone was a livelock: a SCHED_FIFO thread that waits on a lock
+ * held by a normal thread on its CPU never lets it run, and waited a second
+ * here, burning it, until the kernel's real-time throttling gave the holder
+ * its 5% (test_lock; allocators' users have met the same: WebKit's bmalloc
+ * hung a real-time audio thread so). The lock word: 0 free, 1 held,
+ * LOCK_SLEEPERS held with a thread asleep on it (or about to be), 2 and up
+ * a fork's mark (above). */
+#define LOCK_SLEEPERS (-1)
+void lock_wait(_Atomic int *l, int seen) INTERNAL;
+void lock_wake(_Atomic int *l, int n) INTERNAL;
 static inline void spin_lock(_Atomic int *l) {
   int seen = 0;
-  for (unsigned spins = 0; !atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX);
-       spins++) {
-    /* read until it looks free: 0, or a past fork's mark, which the next
-     * compare-and-swap expects */
-    while (seen != 0 && !lock_stale(seen)) {
-      if (fork_reentry(seen)) return;
-      if (++spins > 64)
-        sched_yield();
-      else
-        cpu_relax();
-      seen = atomic_load_explicit(l, RLX);
-    }
-  }
+  if (__builtin_expect(!atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX), 0))
+    lock_wait(l, seen);
 }
 static inline bool spin_trylock(_Atomic int *l) {
   int seen = 0;
@@ -868,13 +866,19 @@ static inline bool spin_trylock(_Atomic int *l) {
   if (lock_stale(seen)) return atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX);
   return fork_reentry(seen);
 }
+/* An exchange, not a store: a waiter may mark the word LOCK_SLEEPERS at any
+ * moment before it sleeps, and a store would lose that, and the wake. */
 static inline void spin_unlock(_Atomic int *l) {
   if (__builtin_expect(atomic_load_explicit(l, RLX) >= 2, 0)) return; /* see above */
-  atomic_store_explicit(l, 0, REL);
+  if (__builtin_expect(atomic_exchange_explicit(l, 0, REL) == LOCK_SLEEPERS, 0)) lock_wake(l, 1);
 }
+/* The mark replaces LOCK_SLEEPERS, which the unlock that wakes sleepers
+ * looks for, and fork_locks_release writes no lock word: so every sleeper is
+ * woken now, and waits for the fork without sleeping (lock_wait). */
 static inline void fork_hold(_Atomic int *l) {
   spin_lock(l);
-  atomic_store_explicit(l, LOCK_MARK(atomic_load_explicit(&rill_fork_gen, RLX)), RLX);
+  int mark = LOCK_MARK(atomic_load_explicit(&rill_fork_gen, RLX));
+  if (atomic_exchange_explicit(l, mark, RLX) == LOCK_SLEEPERS) lock_wake(l, INT32_MAX);
 }
 /* Every lock fork_hold marked, let go: one store, on one page. */
 static inline void fork_locks_release(void) {
