@@ -193,12 +193,23 @@ __thread _Atomic int rill_inside;
 #define LOCK_SPINS  64 /* pauses: a holder on another CPU is about done */
 #define LOCK_YIELDS 16 /* then yields: a holder preempted on this CPU runs */
 
+_Atomic uint32_t rill_fork_sleepers;
+
+/* Sleeps in a futex wait on w while it holds v. Counted inside rill first:
+ * the lender reads the count after it has seen the thread asleep. */
+static void lock_sleep(_Atomic int *w, int v) {
+  atomic_fetch_add_explicit(&rill_inside, 1, memory_order_seq_cst);
+  syscall(SYS_futex, (int *)w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+  atomic_fetch_sub_explicit(&rill_inside, 1, RLX);
+}
+
 /* spin_lock's wait, from `seen`, the word its first compare-and-swap met.
  * Once asleep, a thread takes the lock as LOCK_SLEEPERS: others may still
  * sleep on it, and its own unlock must wake the next (a futex mutex as in
- * Drepper's "Futexes Are Tricky", its third version). A fork's mark is
- * waited out awake: nothing wakes a sleeper when the fork lets its locks go
- * (fork_locks_release writes no lock word), and the fork is brief. */
+ * Drepper's "Futexes Are Tricky", its third version). A lock a fork holds
+ * is slept out on the fork's generation, which fork_locks_release moves
+ * and wakes: the fork writes no lock word when it lets go, and a real-time
+ * thread that preempted the forking one on its CPU must let it finish. */
 void lock_wait(_Atomic int *l, int seen) {
   bool slept = false;
   for (unsigned tries = 0;; tries++) {
@@ -210,20 +221,27 @@ void lock_wait(_Atomic int *l, int seen) {
     if (fork_reentry(seen)) return;
     if (tries < LOCK_SPINS) {
       cpu_relax();
-    } else if (seen >= 2 || tries < LOCK_SPINS + LOCK_YIELDS) {
+    } else if (tries < LOCK_SPINS + LOCK_YIELDS) {
       sched_yield();
+    } else if (seen >= 2) {
+      /* counted, then the generation read: fork_locks_release's order reversed */
+      atomic_fetch_add_explicit(&rill_fork_sleepers, 1, memory_order_seq_cst);
+      unsigned gen = atomic_load_explicit(&rill_fork_gen, memory_order_seq_cst);
+      if (seen == LOCK_MARK(gen)) lock_sleep((_Atomic int *)&rill_fork_gen, (int)gen);
+      atomic_fetch_sub_explicit(&rill_fork_sleepers, 1, RLX);
     } else if (seen == LOCK_SLEEPERS ||
                atomic_compare_exchange_strong_explicit(l, &seen, LOCK_SLEEPERS, RLX, RLX)) {
-      /* counted before it sleeps: the lender reads it after seeing it asleep */
-      atomic_fetch_add_explicit(&rill_inside, 1, memory_order_seq_cst);
-      syscall(SYS_futex, (int *)l, FUTEX_WAIT_PRIVATE, LOCK_SLEEPERS, NULL, NULL, 0);
-      atomic_fetch_sub_explicit(&rill_inside, 1, RLX);
+      lock_sleep(l, LOCK_SLEEPERS);
       slept = true;
     } else {
       continue; /* the word changed under the compare-and-swap: seen has it */
     }
     seen = atomic_load_explicit(l, RLX);
   }
+}
+/* Wakes every thread asleep on a fork's mark (fork_locks_release). */
+void lock_fork_wake(void) {
+  syscall(SYS_futex, (int *)&rill_fork_gen, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 /* Wakes n of the threads asleep on lock l. */
 void lock_wake(_Atomic int *l, int n) {

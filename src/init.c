@@ -246,6 +246,7 @@ static void fork_parent(void) {
 static void fork_child(void) {
   heap_fork_child();
   purger_fork_child();
+  STORE_NEW(&rill_fork_sleepers, 0u); /* the parent's sleepers are not here */
   fork_locks_release();
 #if RILL_VARIANT != 0
   variant_fork_release();

@@ -874,15 +874,23 @@ static inline void spin_unlock(_Atomic int *l) {
 }
 /* The mark replaces LOCK_SLEEPERS, which the unlock that wakes sleepers
  * looks for, and fork_locks_release writes no lock word: so every sleeper is
- * woken now, and waits for the fork without sleeping (lock_wait). */
+ * woken now, and waits for the fork on rill_fork_gen instead (lock_wait). */
 static inline void fork_hold(_Atomic int *l) {
   spin_lock(l);
   int mark = LOCK_MARK(atomic_load_explicit(&rill_fork_gen, RLX));
   if (atomic_exchange_explicit(l, mark, RLX) == LOCK_SLEEPERS) lock_wake(l, INT32_MAX);
 }
-/* Every lock fork_hold marked, let go: one store, on one page. */
+/* Threads asleep until the running fork lets its locks go (lock_wait). */
+extern _Atomic uint32_t rill_fork_sleepers INTERNAL;
+void lock_fork_wake(void) INTERNAL;
+/* Every lock fork_hold marked, let go: one store, on one page, and a wake
+ * for the threads asleep on a mark. Sequentially consistent, as the
+ * sleepers' count and look at the generation are: either this sees a
+ * sleeper, or the sleeper sees the new generation and does not sleep. */
 static inline void fork_locks_release(void) {
-  atomic_store_explicit(&rill_fork_gen, atomic_load_explicit(&rill_fork_gen, RLX) + 1, REL);
+  atomic_store_explicit(&rill_fork_gen, atomic_load_explicit(&rill_fork_gen, RLX) + 1,
+                        memory_order_seq_cst);
+  if (atomic_load_explicit(&rill_fork_sleepers, memory_order_seq_cst)) lock_fork_wake();
 }
 /* Test builds (-DRILL_RACE_WINDOWS) yield at points where another thread
  * may claim, pool or reformat the span in hand (span_attach, span_collect,
