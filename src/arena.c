@@ -239,6 +239,19 @@ void lock_wait(_Atomic int *l, int seen) {
     seen = atomic_load_explicit(l, RLX);
   }
 }
+/* One step of a wait for another thread that has no wake to give: yields at
+ * first (tries 0-15), then naps 50 us, so that a real-time waiter lets the
+ * thread it waits for run on its CPU, as lock_wait does. A nap, not a futex
+ * wait: the lender takes a thread in a futex wait for idle (owner_busy). */
+void os_pause(unsigned tries) {
+  if (tries < LOCK_YIELDS) {
+    sched_yield();
+  } else {
+    struct timespec ts = {0, 50000};
+    syscall(SYS_nanosleep, &ts, NULL);
+  }
+}
+
 /* Wakes every thread asleep on a fork's mark (fork_locks_release). */
 void lock_fork_wake(void) {
   syscall(SYS_futex, (int *)&rill_fork_gen, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);

@@ -1645,7 +1645,7 @@ static void cache_give(heap_t *h, unsigned i, unsigned k, bool owner) {
 /* The owner's: all of its stacks (exit, rill_collect). The purger may be
  * draining them, if it found the thread waiting just before: a short wait. */
 static void cache_drain(heap_t *h) {
-  while (atomic_load_explicit(&h->cache_off, ACQ)) sched_yield();
+  for (unsigned i = 0; atomic_load_explicit(&h->cache_off, ACQ); i++) os_pause(i);
   cache_growing(h);
 }
 
@@ -2031,7 +2031,7 @@ void heap_thread_done(heap_t *h) {
    * made cache_drain above skip the block cache, which goes too. As remote
    * frees: one into a span of this heap stays on its remote list, counted
    * by the release below */
-  while (atomic_load_explicit(&h->cache_off, ACQ)) sched_yield();
+  for (unsigned i = 0; atomic_load_explicit(&h->cache_off, ACQ); i++) os_pause(i);
   cache_give_all(h, false);
   batch_push(h, false);
   for (unsigned c = 0; c < NCLASSES; c++) {

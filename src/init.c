@@ -392,6 +392,6 @@ void rill_thread_register(heap_t *h) {
       atexit(rill_stats_at_exit);
     }
   }
-  while (atomic_load_explicit(&key_state, ACQ) != 2) sched_yield();
+  for (unsigned i = 0; atomic_load_explicit(&key_state, ACQ) != 2; i++) os_pause(i);
   pthread_setspecific(exit_key, h);
 }

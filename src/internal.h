@@ -855,6 +855,7 @@ static inline bool fork_reentry(int seen) {
 #define LOCK_SLEEPERS (-1)
 void lock_wait(_Atomic int *l, int seen) INTERNAL;
 void lock_wake(_Atomic int *l, int n) INTERNAL;
+void os_pause(unsigned tries) INTERNAL;
 static inline void spin_lock(_Atomic int *l) {
   int seen = 0;
   if (__builtin_expect(!atomic_compare_exchange_strong_explicit(l, &seen, 1, ACQ, RLX), 0))
