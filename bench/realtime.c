@@ -31,6 +31,21 @@ static void pin_cpu0(void) {
   if (rc != 0) bench_die("pthread_setaffinity_np: %s", strerror(rc));
 }
 
+/* k random blocks into v, each touched, then all freed; returns their first bytes' sum. */
+static uint64_t round_trip(struct bench_rng *rng, char **v, uint64_t k) {
+  uint64_t check = 0;
+  for (uint64_t i = 0; i < k; i++) {
+    size_t n = bench_rng_range(rng, opt_min, opt_max);
+    v[i] = bench_xmalloc(n);
+    v[i][0] = (char)n;
+  }
+  for (uint64_t i = 0; i < k; i++) {
+    check += (unsigned char)v[i][0];
+    free(v[i]);
+  }
+  return check;
+}
+
 /* A normal thread: batches of random blocks, allocated, touched and freed. */
 static void *worker(void *arg) {
   pin_cpu0();
@@ -38,17 +53,8 @@ static void *worker(void *arg) {
   bench_rng_seed(&rng, opt_seed, (uint64_t)(uintptr_t)arg);
   char **v = bench_xmalloc(opt_batch * sizeof *v);
   uint64_t check = 0;
-  while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-    for (uint64_t i = 0; i < opt_batch; i++) {
-      size_t n = bench_rng_range(&rng, opt_min, opt_max);
-      v[i] = bench_xmalloc(n);
-      v[i][0] = (char)n;
-    }
-    for (uint64_t i = 0; i < opt_batch; i++) {
-      check += (unsigned char)v[i][0];
-      free(v[i]);
-    }
-  }
+  while (!atomic_load_explicit(&stop, memory_order_relaxed))
+    check += round_trip(&rng, v, opt_batch);
   free(v);
   bench_check_add(check);
   return NULL;
@@ -73,15 +79,7 @@ static void *realtime(void *arg) {
     }
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
     uint64_t t0 = bench_now_ns();
-    for (uint64_t i = 0; i < opt_burst; i++) {
-      size_t n = bench_rng_range(&rng, opt_min, opt_max);
-      v[i] = bench_xmalloc(n);
-      v[i][0] = (char)n;
-    }
-    for (uint64_t i = 0; i < opt_burst; i++) {
-      check += (unsigned char)v[i][0];
-      free(v[i]);
-    }
+    check += round_trip(&rng, v, opt_burst);
     lat_ns[nlat++] = bench_now_ns() - t0;
     /* a burst that ran past its period: the next starts from now, not in a catch-up rush */
     struct timespec now;
