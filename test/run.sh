@@ -264,6 +264,8 @@ bg "$LOGS/tsan-build-eager.log" "${TSAN_CC[@]}" -DRILL_NO_OVERRIDE -I"$ROOT/incl
 bg "$LOGS/tsan-build-lend.log" "${TSAN_CC[@]}" -DRILL_NO_OVERRIDE -DUSE_RILL_API \
   -DRILL_RACE_WINDOWS -I"$ROOT/include" -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/test_lend.c" \
   -o "$B/tsan/lend_tsan" -lpthread
+bg "$LOGS/tsan-build-lock.log" "${TSAN_CC[@]}" -DRILL_NO_OVERRIDE -I"$ROOT/include" -I"$ROOT/src" \
+  -I"$ROOT/test" "${SRCS[@]}" "$ROOT/test/test_lock.c" -o "$B/tsan/lock_tsan" -lpthread
 for variant in 0 1 2 0w; do
   if bg_step "TSan build (variant $variant)" "$LOGS/tsan-build-v$variant.log"; then
     TSAN_BUILT+=("$variant")
@@ -369,6 +371,18 @@ if bg_step "TSan build (test_lend)" "$LOGS/tsan-build-lend.log"; then
       grep -m1 -A30 'WARNING: ThreadSanitizer' "$log" | sed 's/^/  | /' >&2 || tail -5 "$log" >&2
     fi
   done
+fi
+
+# rill's lock: sleepers, their wakes at unlock and at a fork's marks, and the lender leaving a
+# thread asleep on a lock alone
+if bg_step "TSan build (test_lock)" "$LOGS/tsan-build-lock.log"; then
+  log="$LOGS/tsan_lock.log"
+  if RILL_PURGE_THREAD=0 "$B/tsan/lock_tsan" >"$log" 2>&1 && ! grep -q 'ThreadSanitizer' "$log"; then
+    pass tsan_lock
+  else
+    failed tsan_lock
+    grep -m1 -A30 'WARNING: ThreadSanitizer' "$log" | sed 's/^/  | /' >&2 || tail -5 "$log" >&2
+  fi
 fi
 
 # ---- RILL_DEBUG: a shadow byte per block, checked at every hand-out ------------------------

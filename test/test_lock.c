@@ -19,6 +19,9 @@
  *              nothing else would once the fork lets its locks go (fork_locks_release)
  *   lend       a thread asleep on a rill lock is inside rill: the lender (heap_lend_idle)
  *              must leave its spans alone, and lends them once it waits on a condition */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* CPU_SET, pthread_setaffinity_np */
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -151,8 +154,8 @@ static void *rt_waiter(void *arg) {
 }
 
 static void part_realtime(int mode) {
-  const char *who = mode == RT_FORK   ? "a fork held the lock"
-                    : mode == RT_LOCK ? "its holder held the lock"
+  const char *who = mode == RT_FORK   ? "a fork holding the lock"
+                    : mode == RT_LOCK ? "the lock's holder"
                                       : "the thread it paused for";
   pthread_t w, h;
   rt_mode = mode;
@@ -230,7 +233,7 @@ static pthread_cond_t ln_c = PTHREAD_COND_INITIALIZER;
 static void *ln_owner(void *arg) {
   (void)arg;
   for (size_t i = 0; i < LN_BLOCKS; i++)
-    if (!(ln_blocks[i] = malloc(LN_SIZE))) DIE("malloc(%d) returned NULL", LN_SIZE);
+    if (!(ln_blocks[i] = rill_malloc(LN_SIZE))) DIE("malloc(%d) returned NULL", LN_SIZE);
   atomic_store(&ln_phase, 1);
   while (atomic_load(&ln_phase) == 1) nap_us(1000);
   spin_lock(&ln_lock); /* main holds it: asleep here, inside rill */
@@ -239,7 +242,7 @@ static void *ln_owner(void *arg) {
   atomic_store(&ln_phase, 3);
   while (atomic_load(&ln_phase) == 3) pthread_cond_wait(&ln_c, &ln_m);
   pthread_mutex_unlock(&ln_m);
-  for (size_t i = 0; i < LN_BLOCKS; i += 2) free(ln_blocks[i]);
+  for (size_t i = 0; i < LN_BLOCKS; i += 2) rill_free(ln_blocks[i]);
   return NULL;
 }
 
@@ -248,7 +251,7 @@ static void part_lend(void) {
   spin_lock(&ln_lock);
   pthread_create(&t, NULL, ln_owner, NULL);
   while (atomic_load(&ln_phase) == 0) nap_us(1000);
-  for (size_t i = 1; i < LN_BLOCKS; i += 2) free(ln_blocks[i]); /* its spans get room */
+  for (size_t i = 1; i < LN_BLOCKS; i += 2) rill_free(ln_blocks[i]); /* its spans get room */
   atomic_store(&ln_phase, 2);
   until_word(&ln_lock, LOCK_SLEEPERS);
   nap_us(20000);
@@ -270,8 +273,8 @@ static void part_lend(void) {
 }
 
 int main(int argc, char **argv) {
-  free(malloc(1)); /* start-up */
-  alarm(120);      /* a waiter left asleep for good fails the test, not CI's clock */
+  rill_free(rill_malloc(1)); /* start-up */
+  alarm(120);                /* a waiter left asleep for good fails the test, not CI's clock */
   const char *only = argc > 1 ? argv[1] : NULL;
   if (!only || !strcmp(only, "exclusion")) part_exclusion();
   if (!only || !strcmp(only, "sleep")) part_sleep();
