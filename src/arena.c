@@ -1,6 +1,6 @@
 /* arena.c - virtual memory: one large reserved arena of 16 KiB slots, its
- * span-metadata and head tables, and the thin wrappers over mmap/madvise. The bottom
- * layer: it knows nothing of classes or heaps. */
+ * span-metadata and head tables, the thin wrappers over mmap/madvise, and the locks'
+ * futex waits. The bottom layer: it knows nothing of classes or heaps. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/futex.h>
